@@ -1,0 +1,11 @@
+//! The plugin boundary: the C vtable ([`abi`]), the export side behind
+//! [`export_vendor!`](crate::export_vendor), and the import side the loader uses.
+
+pub mod abi;
+pub mod export;
+pub(crate) mod import;
+
+pub use abi::{
+    DipuHostFn, DipuVendorDeviceProperties, DipuVendorError, DipuVendorInfo, DipuVendorVTable,
+    DIPU_VENDOR_ABI_MAJOR,
+};
