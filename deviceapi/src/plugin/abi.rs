@@ -15,6 +15,11 @@ pub const DIPU_VENDOR_ABI_MAJOR: u32 = 1;
 /// Bytes in [`DipuVendorError::message`], the terminating NUL included.
 pub const DIPU_VENDOR_MESSAGE_LEN: usize = 1024;
 
+/// `capabilities` bit of [`DipuVendorInfo`]: collectives.
+pub const DIPU_CAP_COLLECTIVES: u32 = 1 << 0;
+/// `capabilities` bit of [`DipuVendorInfo`]: virtual-memory mapping.
+pub const DIPU_CAP_VIRTUAL_MEMORY: u32 = 1 << 1;
+
 /// Name of the exported function that returns the plugin's ABI major version:
 /// `uint32_t dipu_vendor_abi_version(void)`.
 pub const ENTRY_ABI_VERSION: &str = "dipu_vendor_abi_version";
@@ -506,6 +511,13 @@ mod tests {
             "a 3-byte char does not fit in 1 byte"
         );
         assert_eq!(read_c_str(&[b'x' as c_char; 3]), "xxx");
+    }
+
+    #[test]
+    fn capability_bits_match() {
+        use crate::Capabilities;
+        assert_eq!(Capabilities::COLLECTIVES.bits(), DIPU_CAP_COLLECTIVES);
+        assert_eq!(Capabilities::VIRTUAL_MEMORY.bits(), DIPU_CAP_VIRTUAL_MEMORY);
     }
 
     #[test]
