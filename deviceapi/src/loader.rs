@@ -315,7 +315,7 @@ fn abi_mismatch(shown: &impl fmt::Display, plugin_major: u32) -> Error {
 
 /// Copies a plugin's table, which may be shorter (older) than ours, into a
 /// full table whose unknown fields stay empty.
-fn copy_table(
+pub(crate) fn copy_table(
     table: *const DipuVendorVTable,
     shown: &impl fmt::Display,
 ) -> Result<DipuVendorVTable> {

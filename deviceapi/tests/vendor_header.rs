@@ -7,7 +7,8 @@ use std::path::Path;
 fn vendor_header_is_up_to_date() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let header = crate_dir.join("../include/dipu_vendor.h");
-    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let config =
+        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let mut generated = Vec::new();
     cbindgen::Builder::new()
         .with_config(config)

@@ -82,7 +82,7 @@ pub type DipuErr = *mut DipuVendorError;
 /// The table of functions a vendor exports. Fields are only ever appended;
 /// `struct_size` tells the loader how many the plugin knows.
 #[repr(C)]
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct DipuVendorVTable {
     /// Must equal [`DIPU_VENDOR_ABI_MAJOR`].
     pub abi_major: u32,

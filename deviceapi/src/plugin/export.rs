@@ -250,10 +250,10 @@ unsafe extern "C" fn release<T: DeviceApi>(pd: *mut c_void) {
         return;
     }
     // SAFETY: `pd` came from `Box::into_raw` in `vtable_for::<T>` and the
-    // loader calls `release` once; a panic in `T::drop` is caught here.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        drop(unsafe { Box::from_raw(pd.cast::<T>()) })
-    }));
+    // loader calls `release` once.
+    let vendor = unsafe { Box::from_raw(pd.cast::<T>()) };
+    // A panic in `T::drop` must not cross the boundary.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(vendor)));
 }
 
 /// The full table for `vendor`, which it now owns.

@@ -9,3 +9,6 @@ pub use abi::{
     DipuHostFn, DipuVendorDeviceProperties, DipuVendorError, DipuVendorInfo, DipuVendorVTable,
     DIPU_VENDOR_ABI_MAJOR,
 };
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Checks (and where possible installs) what the build and tests need:
+# the Rust toolchain with rustfmt and clippy, and a C/C++ compiler for the
+# C vendor and header tests.
+set -euo pipefail
+
+need() { command -v "$1" >/dev/null 2>&1; }
+
+if ! need cargo; then
+  echo "setup: cargo is missing: install Rust from https://rustup.rs" >&2
+  exit 1
+fi
+if need rustup; then
+  rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+  rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+if ! need cc || ! need c++; then
+  if need apt-get && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential
+  else
+    echo "setup: a C and C++ compiler (cc, c++) are needed: install build-essential" >&2
+    exit 1
+  fi
+fi
+echo "setup: $(cargo --version), $(cc --version | head -n1)"

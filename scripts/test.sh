@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: format, lints, unit/integration/doc tests (which
+# also build and load the C vendor and compile the C headers), and the CLI
+# end to end. This is what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain and system tools"
+./scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo build (the host vendor plugin .so included)"
+cargo build --workspace --locked
+
+step "cargo test (unit, integration, C vendor and header, doc tests)"
+cargo test --workspace --locked
+
+step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
+./target/debug/dipu selftest
+./target/debug/dipu selftest --vendor ./target/debug/libdipu_vendor_host.so
+
+step "all checks passed"
