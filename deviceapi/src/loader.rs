@@ -189,11 +189,13 @@ impl Loader {
                     .collect()
             })
             .unwrap_or_default();
-        if let Some(dir) = std::env::current_exe()
+        let exe_dir = std::env::current_exe()
             .ok()
-            .and_then(|e| e.parent().map(Path::to_path_buf))
-        {
-            dirs.push(dir);
+            .and_then(|e| e.parent().map(Path::to_path_buf));
+        for dir in [exe_dir, own_library_dir()].into_iter().flatten() {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
         }
         dirs
     }
@@ -228,6 +230,27 @@ impl Loader {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The directory of the binary or shared library this code is linked into
+/// (e.g. `libdipu_runtime.so`), so plugins installed beside it are found.
+fn own_library_dir() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: `Dl_info` is plain data for which all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = own_library_dir as fn() -> Option<PathBuf>;
+    // SAFETY: dladdr only inspects the address of one of our own functions
+    // and fills `info`, which lives for the call.
+    let found = unsafe { libc::dladdr(here as *const libc::c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: on success `dli_fname` points to a NUL-terminated path owned by
+    // the dynamic linker, valid while the object stays loaded (for ever).
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let path = Path::new(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.parent().map(Path::to_path_buf)
 }
 
 /// Loads plugin `file` (shown to people as `shown`).
@@ -388,6 +411,18 @@ mod tests {
         );
         assert!(e.message().contains(&dir.display().to_string()), "{e}");
         assert!(e.message().contains("system library search path"), "{e}");
+    }
+
+    #[test]
+    fn default_search_dirs_include_the_executable_directory() {
+        let exe_dir = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let dirs = Loader::new().dirs();
+        assert!(dirs.contains(&exe_dir), "{dirs:?}");
+        assert!(own_library_dir().is_some());
     }
 
     #[test]
