@@ -162,11 +162,15 @@ pub trait DeviceApi: Send + Sync + 'static {
 
     // ---- streams --------------------------------------------------------
 
-    /// The priorities [`DeviceApi::stream_create`] accepts on the current device.
+    /// The priorities [`DeviceApi::stream_create`] accepts on the current
+    /// device, on CUDA's scale (`least` is 0, `greatest` is ≤ 0).
     fn stream_priority_range(&self) -> Result<PriorityRange>;
 
-    /// Creates a stream on the current device; `priority` is clamped into
-    /// [`DeviceApi::stream_priority_range`] (lower is more urgent).
+    /// Creates a stream on the current device. Priorities are CUDA's: 0 is
+    /// the normal priority and negative values are more urgent, down to
+    /// [`DeviceApi::stream_priority_range`]'s `greatest`; values outside the
+    /// range are clamped. A vendor with another native scale (CNRT: 7 lowest
+    /// to 0 highest) translates it.
     fn stream_create(&self, priority: i32) -> Result<StreamHandle>;
 
     /// Destroys a stream once its queued work is done. The default stream

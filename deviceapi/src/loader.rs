@@ -168,7 +168,10 @@ impl Loader {
                         format!("vendor plugin {} does not exist", path.display()),
                     ));
                 }
-                load_file(path, path)?
+                // The dynamic linker treats a bare relative name as a search
+                // request, so hand it the absolute path of the file we checked.
+                let absolute = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+                load_file(&absolute, path)?
             }
         };
         tracing::debug!(vendor = loaded.api.name(), origin = %loaded.origin, "vendor loaded");

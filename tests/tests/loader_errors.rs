@@ -32,7 +32,10 @@ fn missing_name_lists_the_directories_searched() {
         .load(&VendorSpec::parse("gone").unwrap())
         .expect_err("no such vendor");
     assert_eq!(e.kind(), ErrorKind::VendorLibraryNotFound, "{e}");
-    assert!(e.message().contains(&dir.path().display().to_string()), "{e}");
+    assert!(
+        e.message().contains(&dir.path().display().to_string()),
+        "{e}"
+    );
     assert!(e.message().contains("libdipu_vendor_gone.so"), "{e}");
 }
 
@@ -43,7 +46,10 @@ fn a_file_that_is_no_shared_library_is_rejected() {
     std::fs::write(&path, "this is not an ELF file").unwrap();
     let e = load_err(&path);
     assert_eq!(e.kind(), ErrorKind::NotAVendor, "{e}");
-    assert!(e.message().contains("cannot be loaded as a shared library"), "{e}");
+    assert!(
+        e.message().contains("cannot be loaded as a shared library"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -62,7 +68,10 @@ fn another_abi_version_is_a_mismatch_naming_both() {
     let e = load_err(&path);
     assert_eq!(e.kind(), ErrorKind::AbiMismatch, "{e}");
     let ours = dipu_deviceapi::plugin::DIPU_VENDOR_ABI_MAJOR;
-    assert!(e.message().contains(&format!("version {}", ours + 98)), "{e}");
+    assert!(
+        e.message().contains(&format!("version {}", ours + 98)),
+        "{e}"
+    );
     assert!(e.message().contains(&format!("version {ours}")), "{e}");
 }
 
@@ -80,7 +89,12 @@ fn a_vendor_init_failure_carries_its_message_and_code() {
 #[test]
 fn a_vendor_found_by_name_in_the_search_dirs_loads() {
     let dir = tempfile::tempdir().unwrap();
-    build_c_plugin(dir.path(), "minimal_vendor.c", &[], "libdipu_vendor_cmin.so");
+    build_c_plugin(
+        dir.path(),
+        "minimal_vendor.c",
+        &[],
+        "libdipu_vendor_cmin.so",
+    );
     let loaded = Loader::new()
         .with_search_dirs(vec![dir.path().to_path_buf()])
         .load(&VendorSpec::parse("cmin").unwrap())
@@ -90,4 +104,17 @@ fn a_vendor_found_by_name_in_the_search_dirs_loads() {
         loaded.origin,
         VendorOrigin::File(dir.path().join("libdipu_vendor_cmin.so"))
     );
+}
+
+#[test]
+fn a_bare_file_name_loads_that_file_from_the_current_directory() {
+    // The dynamic linker would search its own path for a name without a
+    // slash; the loader must load the file the user named instead.
+    let cwd = std::env::current_dir().unwrap();
+    let name = format!("libdipu_vendor_bare{}.so", std::process::id());
+    let path = build_c_plugin(&cwd, "minimal_vendor.c", &[], &name);
+    let loaded = Loader::new().load(&VendorSpec::parse(&name).unwrap());
+    std::fs::remove_file(&path).unwrap();
+    let loaded = loaded.expect("a bare file name in the current directory loads");
+    assert_eq!(loaded.api.name(), "c-minimal");
 }
