@@ -75,16 +75,18 @@ pub trait DeviceApi: Send + Sync + 'static {
     /// gives a null pointer and no error, as `cudaMalloc` does.
     fn malloc(&self, bytes: usize) -> Result<*mut c_void>;
 
-    /// Frees device memory from [`DeviceApi::malloc`]. Null is a no-op.
+    /// Frees device memory from [`DeviceApi::malloc`]. Null is a no-op. Like
+    /// `cudaFree`, it may first wait for the device's queued work.
     ///
     /// # Safety
     /// See the trait's safety section.
     unsafe fn free(&self, ptr: *mut c_void) -> Result<()>;
 
-    /// Allocates `bytes` of page-locked host memory.
+    /// Allocates `bytes` of page-locked host memory (zero bytes: null, no error).
     fn malloc_host(&self, bytes: usize) -> Result<*mut c_void>;
 
-    /// Frees memory from [`DeviceApi::malloc_host`]. Null is a no-op.
+    /// Frees memory from [`DeviceApi::malloc_host`]. Null is a no-op. Like
+    /// `cudaFreeHost`, it may first wait for queued work.
     ///
     /// # Safety
     /// See the trait's safety section.
@@ -108,7 +110,8 @@ pub trait DeviceApi: Send + Sync + 'static {
         stream: StreamHandle,
     ) -> Result<()>;
 
-    /// Copies `bytes` bytes in direction `kind` and returns when done.
+    /// Copies `bytes` bytes in direction `kind` and returns when done. Device
+    /// memory may belong to any device (unified addressing), as in CUDA.
     ///
     /// # Safety
     /// See the trait's safety section.
@@ -166,7 +169,8 @@ pub trait DeviceApi: Send + Sync + 'static {
     /// device, on CUDA's scale (`least` is 0, `greatest` is ≤ 0).
     fn stream_priority_range(&self) -> Result<PriorityRange>;
 
-    /// Creates a stream on the current device. Priorities are CUDA's: 0 is
+    /// Creates a stream on the current device; never returns
+    /// [`StreamHandle::DEFAULT`]. Priorities are CUDA's: 0 is
     /// the normal priority and negative values are more urgent, down to
     /// [`DeviceApi::stream_priority_range`]'s `greatest`; values outside the
     /// range are clamped. A vendor with another native scale (CNRT: 7 lowest
@@ -219,7 +223,9 @@ pub trait DeviceApi: Send + Sync + 'static {
     unsafe fn event_destroy(&self, event: EventHandle) -> Result<()>;
 
     /// Captures the work queued on `stream` so far; the event completes when
-    /// that work is done. Re-recording replaces the earlier capture.
+    /// that work is done. Re-recording replaces the earlier capture. The
+    /// stream must belong to the event's device (the one current at
+    /// [`DeviceApi::event_create`]).
     ///
     /// # Safety
     /// See the trait's safety section.
@@ -237,8 +243,9 @@ pub trait DeviceApi: Send + Sync + 'static {
     /// See the trait's safety section.
     unsafe fn event_synchronize(&self, event: EventHandle) -> Result<()>;
 
-    /// Milliseconds between two completed timing events (`end` after `start`).
-    /// A pending event gives `NotReady`; a timing-free one `InvalidArgument`.
+    /// Milliseconds from `start` to `end` for two completed timing events
+    /// (negative when `end` completed first). A pending event gives
+    /// `NotReady`; a timing-free or never-recorded one `InvalidArgument`.
     ///
     /// # Safety
     /// See the trait's safety section.
@@ -441,7 +448,8 @@ pub trait DeviceApi: Send + Sync + 'static {
         Err(Error::unsupported(self.name(), "virtual memory"))
     }
 
-    /// Reserves `bytes` of device address space (no memory behind it yet).
+    /// Reserves `bytes` (a multiple of the granularity) of device address
+    /// space, aligned to the granularity, with no memory behind it yet.
     fn vmm_reserve(&self, bytes: usize) -> Result<*mut c_void> {
         let _ = bytes;
         Err(Error::unsupported(self.name(), "virtual memory"))
@@ -488,7 +496,8 @@ pub trait DeviceApi: Send + Sync + 'static {
         Err(Error::unsupported(self.name(), "virtual memory"))
     }
 
-    /// Unmaps `bytes` at `ptr`, leaving the address range reserved.
+    /// Unmaps `bytes` at `ptr`, leaving the address range reserved. Like
+    /// `cuMemUnmap`, it does not wait for queued work that uses the range.
     ///
     /// # Safety
     /// See the trait's safety section.

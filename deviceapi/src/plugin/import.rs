@@ -304,7 +304,9 @@ impl DeviceApi for PluginVendor {
         Ok(id)
     }
     fn comm_init_rank(&self, world_size: i32, unique_id: &[u8], rank: i32) -> Result<CommHandle> {
-        uid_check(self, unique_id.len())?;
+        if self.capabilities.contains(Capabilities::COLLECTIVES) {
+            uid_check(self, unique_id.len())?;
+        }
         let mut c = 0;
         ffi!(self.comm_init_rank(
             world_size,

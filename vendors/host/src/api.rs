@@ -1,0 +1,336 @@
+//! `impl DeviceApi for HostVendor`: argument checks and dispatch to the
+//! memory, stream, event and virtual-memory modules.
+
+use std::ffi::c_void;
+
+use dipu_deviceapi::{
+    Capabilities, CopyKind, DeviceApi, DeviceProperties, Error, ErrorKind, EventHandle,
+    HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, Result, StreamHandle,
+};
+
+use crate::memory::Kind;
+use crate::stream::Op;
+use crate::{describe, device, event, ops, vmm, HostVendor};
+
+/// Stream priorities, as on recent CUDA GPUs.
+const PRIORITIES: PriorityRange = PriorityRange {
+    least: 0,
+    greatest: -5,
+};
+
+impl DeviceApi for HostVendor {
+    fn name(&self) -> &str {
+        "host"
+    }
+
+    fn version(&self) -> String {
+        describe(self)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::VIRTUAL_MEMORY
+    }
+
+    fn device_count(&self) -> Result<i32> {
+        Ok(self.config.devices)
+    }
+
+    fn current_device(&self) -> Result<i32> {
+        Ok(self.device())
+    }
+
+    fn set_device(&self, device: i32) -> Result<()> {
+        self.check_device(device)?;
+        device::set_current(self.id, device);
+        Ok(())
+    }
+
+    fn synchronize_device(&self) -> Result<()> {
+        for stream in self.streams.all(Some(self.device())) {
+            stream.synchronize();
+        }
+        self.errors.check()
+    }
+
+    fn device_properties(&self, device: i32) -> Result<DeviceProperties> {
+        self.check_device(device)?;
+        Ok(DeviceProperties {
+            name: format!("dipu host device {device}"),
+            total_memory: self.memory.capacity(),
+            major: 1,
+            minor: 0,
+            multiprocessor_count: self.cores,
+        })
+    }
+
+    fn memory_info(&self) -> Result<MemoryInfo> {
+        let total = self.memory.capacity();
+        Ok(MemoryInfo {
+            free: total.saturating_sub(self.memory.used(self.device())),
+            total,
+        })
+    }
+
+    // ---- memory ---------------------------------------------------------
+
+    fn malloc(&self, bytes: usize) -> Result<*mut c_void> {
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let device = self.device();
+        let size = bytes as u64;
+        if let Some(message) = self.faults.on_malloc(size, device) {
+            return Err(Error::new(ErrorKind::OutOfMemory, message));
+        }
+        self.memory
+            .alloc_device(device, bytes)
+            .inspect_err(|_| self.faults.undo(size))
+    }
+
+    unsafe fn free(&self, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let region = self.memory.check_free(ptr as usize, false)?;
+        // Like cudaFree, wait for the device's streams first, so work queued
+        // on the memory finishes before it goes.
+        let device = match region.kind {
+            Kind::Device { device } => Some(device),
+            _ => None,
+        };
+        for stream in self.streams.all(device) {
+            stream.synchronize();
+        }
+        self.memory.dealloc(ptr as usize, false)
+    }
+
+    fn malloc_host(&self, bytes: usize) -> Result<*mut c_void> {
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        self.memory.alloc_pinned(bytes)
+    }
+
+    unsafe fn free_host(&self, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        self.memory.check_free(ptr as usize, true)?;
+        // Like cudaFreeHost, wait for every stream first.
+        for stream in self.streams.all(None) {
+            stream.synchronize();
+        }
+        self.memory.dealloc(ptr as usize, true)
+    }
+
+    unsafe fn memset(&self, ptr: *mut c_void, value: u8, bytes: usize) -> Result<()> {
+        let call = format!("memset({ptr:p}, {value:#04x}, {bytes})");
+        self.run_sync(ops::memset(&self.memory, call, ptr, value, bytes)?)
+    }
+
+    unsafe fn memset_async(
+        &self,
+        ptr: *mut c_void,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let call = format!("memset_async({ptr:p}, {value:#04x}, {bytes}, {stream:?})");
+        self.run_async(stream, ops::memset(&self.memory, call, ptr, value, bytes)?)
+    }
+
+    unsafe fn memcpy(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        bytes: usize,
+        kind: CopyKind,
+    ) -> Result<()> {
+        let call = format!("memcpy({dst:p}, {src:p}, {bytes}, {kind:?})");
+        self.run_sync(ops::memcpy(&self.memory, call, dst, src, bytes, kind)?)
+    }
+
+    unsafe fn memcpy_async(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        bytes: usize,
+        kind: CopyKind,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let call = format!("memcpy_async({dst:p}, {src:p}, {bytes}, {kind:?}, {stream:?})");
+        self.run_async(
+            stream,
+            ops::memcpy(&self.memory, call, dst, src, bytes, kind)?,
+        )
+    }
+
+    unsafe fn memcpy_peer(
+        &self,
+        dst: *mut c_void,
+        dst_device: i32,
+        src: *const c_void,
+        src_device: i32,
+        bytes: usize,
+    ) -> Result<()> {
+        let op = self.peer_op(dst, dst_device, src, src_device, bytes, None)?;
+        self.run_sync(op)
+    }
+
+    unsafe fn memcpy_peer_async(
+        &self,
+        dst: *mut c_void,
+        dst_device: i32,
+        src: *const c_void,
+        src_device: i32,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let op = self.peer_op(dst, dst_device, src, src_device, bytes, Some(stream))?;
+        self.run_async(stream, op)
+    }
+
+    // ---- streams --------------------------------------------------------
+
+    fn stream_priority_range(&self) -> Result<PriorityRange> {
+        Ok(PRIORITIES)
+    }
+
+    fn stream_create(&self, priority: i32) -> Result<StreamHandle> {
+        self.streams
+            .create(self.device(), PRIORITIES.clamp(priority))
+    }
+
+    unsafe fn stream_destroy(&self, stream: StreamHandle) -> Result<()> {
+        self.streams.destroy(stream)
+    }
+
+    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
+        self.stream(stream)?.synchronize();
+        self.errors.check()
+    }
+
+    unsafe fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
+        let idle = self.stream(stream)?.is_idle();
+        self.errors.check().map(|()| idle)
+    }
+
+    unsafe fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let event = self.events.get(event)?;
+        let generation = event.recorded();
+        if generation == 0 {
+            return Ok(()); // never recorded: already done
+        }
+        let op: Op = Box::new(move || {
+            event.wait_for(generation);
+            Ok(())
+        });
+        stream.submit(op).map(drop)
+    }
+
+    unsafe fn launch_host_func(&self, stream: StreamHandle, callback: HostCallback) -> Result<()> {
+        let op: Op = Box::new(move || {
+            callback();
+            Ok(())
+        });
+        self.stream(stream)?.submit(op).map(drop)
+    }
+
+    // ---- events ---------------------------------------------------------
+
+    fn event_create(&self, timing: bool) -> Result<EventHandle> {
+        Ok(self.events.create(self.device(), timing))
+    }
+
+    unsafe fn event_destroy(&self, event: EventHandle) -> Result<()> {
+        self.events.destroy(event)
+    }
+
+    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
+        let stream = self.stream(stream)?;
+        self.events.get(event)?.record(event, &stream)
+    }
+
+    unsafe fn event_query(&self, event: EventHandle) -> Result<bool> {
+        let done = self.events.get(event)?.is_complete();
+        self.errors.check().map(|()| done)
+    }
+
+    unsafe fn event_synchronize(&self, event: EventHandle) -> Result<()> {
+        let event = self.events.get(event)?;
+        event.wait_for(event.recorded());
+        self.errors.check()
+    }
+
+    unsafe fn event_elapsed_ms(&self, start: EventHandle, end: EventHandle) -> Result<f32> {
+        let (a, b) = (self.events.get(start)?, self.events.get(end)?);
+        event::elapsed_ms((&a, start), (&b, end))
+    }
+
+    // ---- virtual memory -------------------------------------------------
+
+    fn vmm_granularity(&self) -> Result<usize> {
+        Ok(vmm::GRANULARITY)
+    }
+
+    fn vmm_reserve(&self, bytes: usize) -> Result<*mut c_void> {
+        self.vmm.reserve(bytes)
+    }
+
+    unsafe fn vmm_free_reservation(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
+        self.vmm.free_reservation(&self.memory, ptr as usize, bytes)
+    }
+
+    fn vmm_create(&self, bytes: usize) -> Result<PhysicalMemHandle> {
+        self.vmm.create(&self.memory, self.device(), bytes)
+    }
+
+    unsafe fn vmm_release(&self, handle: PhysicalMemHandle) -> Result<()> {
+        self.vmm.release(&self.memory, handle)
+    }
+
+    unsafe fn vmm_map(
+        &self,
+        ptr: *mut c_void,
+        bytes: usize,
+        handle: PhysicalMemHandle,
+    ) -> Result<()> {
+        self.vmm.map(&self.memory, ptr as usize, bytes, handle)
+    }
+
+    unsafe fn vmm_unmap(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
+        self.vmm.unmap(&self.memory, ptr as usize, bytes)
+    }
+}
+
+impl HostVendor {
+    /// Checks both devices and builds a peer copy.
+    fn peer_op(
+        &self,
+        dst: *mut c_void,
+        dst_device: i32,
+        src: *const c_void,
+        src_device: i32,
+        bytes: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<Option<Op>> {
+        let call = match stream {
+            Some(s) => format!(
+                "memcpy_peer_async({dst:p} on {dst_device}, {src:p} on {src_device}, {bytes}, {s:?})"
+            ),
+            None => format!("memcpy_peer({dst:p} on {dst_device}, {src:p} on {src_device}, {bytes})"),
+        };
+        self.check_device(dst_device)
+            .map_err(|e| e.context(&call))?;
+        self.check_device(src_device)
+            .map_err(|e| e.context(&call))?;
+        ops::memcpy_peer(
+            &self.memory,
+            call,
+            (dst, dst_device),
+            (src, src_device),
+            bytes,
+        )
+    }
+}

@@ -1,0 +1,241 @@
+//! The host vendor's configuration and its environment variables.
+
+use dipu_deviceapi::{Error, ErrorKind, Result};
+
+use crate::size::{format_size_short, parse_size, ACCEPTED};
+
+/// Number of simulated devices (default 2, 1 to 64).
+pub const ENV_DEVICES: &str = "DIPU_HOST_DEVICES";
+/// Memory capacity of each simulated device (default `4G`).
+pub const ENV_MEMORY: &str = "DIPU_HOST_MEMORY";
+/// Makes the N-th device malloc (1-based) fail once with `OutOfMemory`.
+pub const ENV_FAIL_MALLOC_AT: &str = "DIPU_HOST_FAIL_MALLOC_AT";
+/// Makes every device malloc fail that would bring the bytes ever allocated
+/// past this size.
+pub const ENV_FAIL_MALLOC_AFTER_BYTES: &str = "DIPU_HOST_FAIL_MALLOC_AFTER_BYTES";
+
+/// The most simulated devices a host vendor can have.
+pub const MAX_DEVICES: i32 = 64;
+
+/// How the simulated accelerator looks: how many devices, how much memory
+/// each has, and which failures to inject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Number of simulated devices, `1..=64` ([`ENV_DEVICES`]).
+    pub devices: i32,
+    /// Capacity of each device in bytes, at least 1 ([`ENV_MEMORY`]).
+    pub memory_per_device: u64,
+    /// The 1-based index of the device malloc that fails once
+    /// ([`ENV_FAIL_MALLOC_AT`]).
+    pub fail_malloc_at: Option<u64>,
+    /// Device mallocs fail once the bytes ever allocated would exceed this
+    /// ([`ENV_FAIL_MALLOC_AFTER_BYTES`]).
+    pub fail_malloc_after_bytes: Option<u64>,
+}
+
+impl Default for HostConfig {
+    /// Two devices of 4 GiB each, no injected failures.
+    fn default() -> Self {
+        HostConfig {
+            devices: 2,
+            memory_per_device: 4 << 30,
+            fail_malloc_at: None,
+            fail_malloc_after_bytes: None,
+        }
+    }
+}
+
+impl HostConfig {
+    /// Reads the configuration from the `DIPU_HOST_*` environment variables;
+    /// unset (or empty) variables keep their defaults.
+    pub fn from_env() -> Result<HostConfig> {
+        HostConfig::from_lookup(|name| {
+            std::env::var_os(name).map(|v| {
+                v.into_string()
+                    .unwrap_or_else(|raw| raw.to_string_lossy().into_owned())
+            })
+        })
+    }
+
+    /// Like [`HostConfig::from_env`], but reads variables through `lookup`
+    /// (which returns `None` for an unset variable), so tests need not touch
+    /// the process environment.
+    pub fn from_lookup(mut lookup: impl FnMut(&str) -> Option<String>) -> Result<HostConfig> {
+        let mut get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let mut config = HostConfig::default();
+        if let Some(text) = get(ENV_DEVICES) {
+            config.devices = text
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_DEVICES).contains(n))
+                .ok_or_else(|| {
+                    bad_value(
+                        ENV_DEVICES,
+                        &text,
+                        &format!("a whole number of devices from 1 to {MAX_DEVICES}"),
+                    )
+                })?;
+        }
+        if let Some(text) = get(ENV_MEMORY) {
+            config.memory_per_device = match parse_size(&text) {
+                Ok(0) => return Err(bad_value(ENV_MEMORY, &text, "at least 1 byte")),
+                Ok(bytes) => bytes,
+                Err(why) => return Err(bad_size(ENV_MEMORY, &text, &why)),
+            };
+        }
+        if let Some(text) = get(ENV_FAIL_MALLOC_AT) {
+            let n = text.trim().parse().ok().filter(|n| *n >= 1);
+            config.fail_malloc_at = Some(n.ok_or_else(|| {
+                bad_value(
+                    ENV_FAIL_MALLOC_AT,
+                    &text,
+                    "a whole number N >= 1 (the N-th device malloc fails)",
+                )
+            })?);
+        }
+        if let Some(text) = get(ENV_FAIL_MALLOC_AFTER_BYTES) {
+            let bytes = parse_size(&text)
+                .map_err(|why| bad_size(ENV_FAIL_MALLOC_AFTER_BYTES, &text, &why))?;
+            config.fail_malloc_after_bytes = Some(bytes);
+        }
+        Ok(config)
+    }
+
+    /// Checks the values a caller may have set by hand.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=MAX_DEVICES).contains(&self.devices) {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "the host vendor needs 1 to {MAX_DEVICES} devices, not {} (set {ENV_DEVICES})",
+                    self.devices
+                ),
+            ));
+        }
+        if self.memory_per_device == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("host devices need at least 1 byte of memory (set {ENV_MEMORY})"),
+            ));
+        }
+        if self.fail_malloc_at == Some(0) {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("fail_malloc_at counts from 1, so 0 is invalid ({ENV_FAIL_MALLOC_AT})"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A short description, e.g. `2 devices x 4 GiB`.
+    pub fn describe(&self) -> String {
+        let plural = if self.devices == 1 { "" } else { "s" };
+        format!(
+            "{} device{plural} x {}",
+            self.devices,
+            format_size_short(self.memory_per_device)
+        )
+    }
+}
+
+fn bad_value(variable: &str, value: &str, accepted: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidConfig,
+        format!("{variable}={value:?} is invalid: expected {accepted}"),
+    )
+}
+
+fn bad_size(variable: &str, value: &str, why: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidConfig,
+        format!("{variable}={value:?} is invalid ({why}): expected {ACCEPTED}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(vars: &[(&str, &str)]) -> Result<HostConfig> {
+        HostConfig::from_lookup(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn defaults_when_unset_or_empty() {
+        assert_eq!(lookup(&[]).unwrap(), HostConfig::default());
+        assert_eq!(lookup(&[(ENV_MEMORY, " ")]).unwrap(), HostConfig::default());
+        let c = HostConfig::default();
+        assert_eq!((c.devices, c.memory_per_device), (2, 4 << 30));
+        assert_eq!(c.describe(), "2 devices x 4 GiB");
+    }
+
+    #[test]
+    fn reads_every_variable() {
+        let c = lookup(&[
+            (ENV_DEVICES, "3"),
+            (ENV_MEMORY, "512M"),
+            (ENV_FAIL_MALLOC_AT, "7"),
+            (ENV_FAIL_MALLOC_AFTER_BYTES, "1GiB"),
+        ])
+        .unwrap();
+        assert_eq!(c.devices, 3);
+        assert_eq!(c.memory_per_device, 512 << 20);
+        assert_eq!(c.fail_malloc_at, Some(7));
+        assert_eq!(c.fail_malloc_after_bytes, Some(1 << 30));
+        assert_eq!(c.describe(), "3 devices x 512 MiB");
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_and_value() {
+        let cases = [
+            (ENV_DEVICES, "0", "1 to 64"),
+            (ENV_DEVICES, "65", "1 to 64"),
+            (ENV_DEVICES, "two", "1 to 64"),
+            (ENV_MEMORY, "8X", "GiB"),
+            (ENV_MEMORY, "0", "at least 1 byte"),
+            (ENV_MEMORY, "1.5G", "512M"),
+            (ENV_FAIL_MALLOC_AT, "0", "N >= 1"),
+            (ENV_FAIL_MALLOC_AT, "-3", "N >= 1"),
+            (ENV_FAIL_MALLOC_AFTER_BYTES, "lots", "GiB"),
+        ];
+        for (var, value, accepted) in cases {
+            let e = lookup(&[(var, value)]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidConfig, "{var}={value}");
+            let m = e.message();
+            assert!(m.contains(var), "{m}");
+            assert!(m.contains(&format!("{value:?}")), "{m}");
+            assert!(m.contains(accepted), "{m}");
+        }
+    }
+
+    #[test]
+    fn validate_rejects_hand_made_nonsense() {
+        let bad = [
+            HostConfig {
+                devices: 0,
+                ..HostConfig::default()
+            },
+            HostConfig {
+                devices: 100,
+                ..HostConfig::default()
+            },
+            HostConfig {
+                memory_per_device: 0,
+                ..HostConfig::default()
+            },
+            HostConfig {
+                fail_malloc_at: Some(0),
+                ..HostConfig::default()
+            },
+        ];
+        for c in bad {
+            assert_eq!(c.validate().unwrap_err().kind(), ErrorKind::InvalidConfig);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The embedded dipu-rs vendor: a simulated accelerator on host memory.
+//!
+//! [`HostVendor`] implements [`DeviceApi`](dipu_deviceapi::DeviceApi) faithfully enough that bugs in the
+//! layers above show up in tests: device memory is real host memory counted
+//! against a per-device capacity (so out-of-memory is real), every stream is
+//! a worker thread that runs its work asynchronously and in order, events
+//! complete when their stream reaches them, and every free, copy and fill is
+//! checked against a registry of live allocations. Extra methods simulate
+//! kernels ([`HostVendor::enqueue_kernel`], [`HostVendor::enqueue_fill`],
+//! [`HostVendor::enqueue_expect`]) and inject failures
+//! ([`HostVendor::set_fault`]).
+//!
+//! Configuration (see [`HostConfig`]): `DIPU_HOST_DEVICES` (default 2),
+//! `DIPU_HOST_MEMORY` (default `4G` per device),
+//! `DIPU_HOST_FAIL_MALLOC_AT`, `DIPU_HOST_FAIL_MALLOC_AFTER_BYTES`.
+//!
+//! ```
+//! use dipu_deviceapi::{CopyKind, DeviceApi};
+//! use dipu_vendor_host::{HostConfig, HostVendor};
+//!
+//! let host = HostVendor::new(HostConfig::default()).unwrap();
+//! let dev = host.malloc(4).unwrap();
+//! let mut out = [0u8; 4];
+//! // SAFETY: `dev` is 4 live device bytes and `out` 4 host bytes.
+//! unsafe {
+//!     host.memset(dev, 7, 4).unwrap();
+//!     host.memcpy(out.as_mut_ptr().cast(), dev, 4, CopyKind::DeviceToHost).unwrap();
+//!     host.free(dev).unwrap();
+//! }
+//! assert_eq!(out, [7; 4]);
+//! ```
+
+mod api;
+mod config;
+mod device;
+mod event;
+mod fault;
+mod memory;
+mod ops;
+mod size;
+mod stream;
+mod vmm;
+
+#[cfg(test)]
+mod tests;
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dipu_deviceapi::{Error, Result, StreamHandle};
+
+pub use config::{
+    HostConfig, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT, ENV_MEMORY,
+    MAX_DEVICES,
+};
+pub use fault::Fault;
+
+use event::Events;
+use fault::Faults;
+use memory::Memory;
+use stream::{AsyncErrors, Op, Stream, Streams};
+use vmm::Vmm;
+
+dipu_deviceapi::export_vendor!(HostVendor::from_env());
+
+/// A simulated accelerator on host memory (see the crate documentation).
+#[derive(Debug)]
+pub struct HostVendor {
+    id: u64,
+    config: HostConfig,
+    cores: i32,
+    memory: Arc<Memory>,
+    streams: Streams,
+    events: Events,
+    vmm: Vmm,
+    faults: Faults,
+    errors: Arc<AsyncErrors>,
+}
+
+impl HostVendor {
+    /// A vendor configured by the `DIPU_HOST_*` environment variables.
+    pub fn from_env() -> Result<HostVendor> {
+        HostVendor::new(HostConfig::from_env()?)
+    }
+
+    /// A vendor with `config` (rejected with `InvalidConfig` if out of range).
+    pub fn new(config: HostConfig) -> Result<HostVendor> {
+        config.validate()?;
+        let errors = Arc::new(AsyncErrors::default());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(HostVendor {
+            id: device::new_vendor_id(),
+            cores: i32::try_from(cores).unwrap_or(i32::MAX),
+            memory: Arc::new(Memory::new(config.devices, config.memory_per_device)),
+            streams: Streams::new(config.devices, Arc::clone(&errors)),
+            events: Events::new(),
+            vmm: Vmm::default(),
+            faults: Faults::from_config(config.fail_malloc_at, config.fail_malloc_after_bytes),
+            errors,
+            config,
+        })
+    }
+
+    /// The configuration the vendor was made with.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Installs an injected malloc failure (or clears them all with
+    /// [`Fault::None`]); the count it watches restarts now.
+    pub fn set_fault(&self, fault: Fault) {
+        self.faults.set(fault);
+    }
+
+    /// Bytes in use on `device` (device mallocs and physical chunks).
+    pub fn memory_used(&self, device: i32) -> Result<u64> {
+        self.check_device(device)?;
+        Ok(self.memory.used(device))
+    }
+
+    /// The clamped priority `stream` was created with (0 for the default).
+    ///
+    /// # Safety
+    /// `stream` came from this vendor and is alive (as for the trait).
+    pub unsafe fn stream_priority(&self, stream: StreamHandle) -> Result<i32> {
+        Ok(self.stream(stream)?.priority())
+    }
+
+    /// Removes and returns the first error an operation reported while
+    /// running on a stream (a device range freed or unmapped before the
+    /// stream reached it, or a failed [`HostVendor::enqueue_expect`]). Until
+    /// taken, the error is also returned by every synchronising call, like
+    /// CUDA's sticky errors.
+    pub fn take_async_error(&self) -> Option<Error> {
+        self.errors.take()
+    }
+
+    /// Queues a simulated kernel on `stream` that runs for `duration`.
+    ///
+    /// # Safety
+    /// `stream` came from this vendor and is alive (as for the trait).
+    pub unsafe fn enqueue_kernel(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
+        let op: Op = Box::new(move || {
+            std::thread::sleep(duration);
+            Ok(())
+        });
+        self.stream(stream)?.submit(op).map(drop)
+    }
+
+    /// Queues a simulated kernel on `stream` that runs for `duration` and
+    /// then writes `value` into `bytes` of device memory at `ptr`.
+    ///
+    /// # Safety
+    /// As for [`dipu_deviceapi::DeviceApi::memset_async`].
+    pub unsafe fn enqueue_fill(
+        &self,
+        stream: StreamHandle,
+        ptr: *mut c_void,
+        value: u8,
+        bytes: usize,
+        duration: Duration,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        stream
+            .submit(ops::fill(&self.memory, ptr, value, bytes, duration)?)
+            .map(drop)
+    }
+
+    /// Queues a simulated kernel on `stream` that reads `bytes` of device
+    /// memory at `ptr` for `duration` and expects every byte to be `value`
+    /// at its start and its end; a mismatch (say, the block was reused
+    /// while this stream still read it) becomes the asynchronous error.
+    ///
+    /// # Safety
+    /// As for [`dipu_deviceapi::DeviceApi::memset_async`].
+    pub unsafe fn enqueue_expect(
+        &self,
+        stream: StreamHandle,
+        ptr: *const c_void,
+        value: u8,
+        bytes: usize,
+        duration: Duration,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        stream
+            .submit(ops::expect(&self.memory, ptr, value, bytes, duration)?)
+            .map(drop)
+    }
+
+    // ---- helpers for the trait implementation -----------------------------
+
+    fn device(&self) -> i32 {
+        device::current(self.id)
+    }
+
+    fn check_device(&self, device: i32) -> Result<()> {
+        if (0..self.config.devices).contains(&device) {
+            Ok(())
+        } else {
+            Err(Error::invalid_device(device, self.config.devices))
+        }
+    }
+
+    fn stream(&self, handle: StreamHandle) -> Result<Arc<Stream>> {
+        self.streams.get(handle, self.device())
+    }
+
+    /// Runs `op` on the current device's default stream after the work
+    /// queued there, and waits for it.
+    fn run_sync(&self, op: Option<Op>) -> Result<()> {
+        if let Some(op) = op {
+            let stream = self.streams.default_of(self.device())?;
+            let ticket = stream.submit(op)?;
+            stream.wait(ticket);
+        }
+        self.errors.check()
+    }
+
+    /// Queues `op` (if any) on `stream`, after checking the handle.
+    fn run_async(&self, stream: StreamHandle, op: Option<Op>) -> Result<()> {
+        let stream = self.stream(stream)?;
+        op.map_or(Ok(()), |op| stream.submit(op).map(drop))
+    }
+}
+
+impl Drop for HostVendor {
+    fn drop(&mut self) {
+        self.streams.shutdown_all();
+        device::forget(self.id);
+    }
+}
+
+/// The vendor's version in words.
+fn describe(host: &HostVendor) -> String {
+    format!(
+        "dipu host vendor {} (simulated, {})",
+        env!("CARGO_PKG_VERSION"),
+        host.config.describe()
+    )
+}

@@ -1,0 +1,211 @@
+//! Streams: order, asynchrony, synchronisation, host callbacks.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dipu_deviceapi::{CopyKind, DeviceApi, ErrorKind, StreamHandle};
+
+use super::{err, gate, host, read, MIB};
+
+const SLOW: Duration = Duration::from_millis(100);
+
+#[test]
+fn work_on_a_stream_runs_in_order_and_asynchronously() {
+    let h = host(1, MIB);
+    let dev = h.malloc(4096).unwrap();
+    let mut out = vec![0u8; 4096];
+    // SAFETY: `dev` and `out` stay alive until the stream is synchronised.
+    unsafe {
+        let s = h.stream_create(0).unwrap();
+        h.enqueue_kernel(s, SLOW).unwrap();
+        h.enqueue_fill(s, dev, 7, 4096, SLOW).unwrap();
+        h.memset_async(dev, 1, 2048, s).unwrap();
+        h.memcpy_async(
+            out.as_mut_ptr().cast(),
+            dev,
+            4096,
+            CopyKind::DeviceToHost,
+            s,
+        )
+        .unwrap();
+        assert!(!h.stream_query(s).unwrap(), "the kernel is still running");
+        h.stream_synchronize(s).unwrap();
+        assert!(h.stream_query(s).unwrap());
+        assert!(
+            out[..2048].iter().all(|b| *b == 1),
+            "memset ran after the fill"
+        );
+        assert!(out[2048..].iter().all(|b| *b == 7), "copy ran after both");
+        h.stream_destroy(s).unwrap();
+        h.free(dev).unwrap();
+    }
+}
+
+#[test]
+fn sync_copies_wait_for_the_default_stream_only() {
+    let h = host(1, MIB);
+    let dev = h.malloc(64).unwrap();
+    // SAFETY: `dev` is live; the streams are this vendor's.
+    unsafe {
+        h.memset(dev, 0, 64).unwrap();
+        h.enqueue_fill(StreamHandle::DEFAULT, dev, 5, 64, SLOW)
+            .unwrap();
+        assert_eq!(read(&h, dev, 64), vec![5; 64], "memcpy waited for the fill");
+        // A blocked non-default stream does not hold up a sync copy.
+        let s = h.stream_create(0).unwrap();
+        let open = gate(&h, s);
+        h.memset(dev, 6, 64).unwrap();
+        assert_eq!(read(&h, dev, 64), vec![6; 64]);
+        assert!(!h.stream_query(s).unwrap());
+        drop(open);
+        h.stream_synchronize(s).unwrap();
+        h.stream_destroy(s).unwrap();
+        h.free(dev).unwrap();
+    }
+}
+
+#[test]
+fn synchronize_device_waits_for_every_stream_of_the_device() {
+    let h = host(2, MIB);
+    let dev = h.malloc(64).unwrap();
+    // SAFETY: `dev` is live until freed at the end.
+    unsafe {
+        let streams: Vec<_> = (0..3).map(|_| h.stream_create(0).unwrap()).collect();
+        for (i, s) in streams.iter().enumerate() {
+            let part = dev.cast::<u8>().add(i * 16).cast();
+            h.enqueue_fill(*s, part, i as u8 + 1, 16, SLOW).unwrap();
+        }
+        h.set_device(1).unwrap();
+        let other = h.stream_create(0).unwrap();
+        let open = gate(&h, other);
+        h.set_device(0).unwrap();
+        h.synchronize_device().unwrap();
+        assert!(
+            !h.stream_query(other).unwrap(),
+            "device 1 was not waited for"
+        );
+        drop(open);
+        assert!(streams.iter().all(|s| h.stream_query(*s).unwrap()));
+        assert_eq!(
+            &read(&h, dev, 48)[..],
+            &[[1u8; 16], [2; 16], [3; 16]].concat()[..]
+        );
+        for s in streams.into_iter().chain([other]) {
+            h.stream_destroy(s).unwrap();
+        }
+        h.free(dev).unwrap();
+    }
+}
+
+#[test]
+fn handles_priorities_and_destroy() {
+    let h = host(1, MIB);
+    let range = h.stream_priority_range().unwrap();
+    assert_eq!((range.least, range.greatest), (0, -5));
+    let dev = h.malloc(64).unwrap();
+    // SAFETY: `dev` is live; bad handles are rejected before use.
+    unsafe {
+        let urgent = h.stream_create(-10).unwrap();
+        let lazy = h.stream_create(3).unwrap();
+        let mid = h.stream_create(-2).unwrap();
+        assert_eq!(h.stream_priority(urgent).unwrap(), -5);
+        assert_eq!(h.stream_priority(lazy).unwrap(), 0);
+        assert_eq!(h.stream_priority(mid).unwrap(), -2);
+        assert_eq!(h.stream_priority(StreamHandle::DEFAULT).unwrap(), 0);
+        assert_ne!(urgent.as_raw(), 0);
+        // Destroy waits for queued work.
+        h.enqueue_fill(urgent, dev, 9, 64, SLOW).unwrap();
+        h.stream_destroy(urgent).unwrap();
+        assert_eq!(read(&h, dev, 64), vec![9; 64]);
+        for call in [
+            h.stream_synchronize(urgent),
+            h.stream_destroy(urgent),
+            h.memset_async(dev, 0, 64, urgent),
+            h.stream_synchronize(StreamHandle::from_raw(12345)),
+            h.stream_destroy(StreamHandle::DEFAULT),
+            h.enqueue_kernel(urgent, SLOW),
+        ] {
+            assert_eq!(err(call).0, ErrorKind::InvalidArgument);
+        }
+        assert_eq!(err(h.stream_query(urgent)).0, ErrorKind::InvalidArgument);
+        h.stream_destroy(lazy).unwrap();
+        h.stream_destroy(mid).unwrap();
+        h.free(dev).unwrap();
+    }
+}
+
+#[test]
+fn host_callbacks_run_in_stream_order_and_survive_panics() {
+    let h = host(1, MIB);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    // SAFETY: the stream is this vendor's and alive.
+    unsafe {
+        let s = h.stream_create(0).unwrap();
+        for i in 0..6 {
+            if i % 2 == 0 {
+                h.enqueue_kernel(s, Duration::from_millis(10)).unwrap();
+            }
+            let seen = Arc::clone(&seen);
+            h.launch_host_func(s, Box::new(move || seen.lock().unwrap().push(i)))
+                .unwrap();
+            if i == 2 {
+                h.launch_host_func(s, Box::new(|| panic!("callback bug")))
+                    .unwrap();
+            }
+        }
+        h.stream_synchronize(s).unwrap();
+        assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3, 4, 5]);
+        assert!(h.stream_query(s).unwrap());
+        h.stream_destroy(s).unwrap();
+    }
+}
+
+#[test]
+fn free_waits_for_queued_work() {
+    let h = host(1, MIB);
+    let dev = h.malloc(64).unwrap();
+    // SAFETY: `dev` is live when the fill is queued; free waits for it.
+    unsafe {
+        let s = h.stream_create(0).unwrap();
+        h.enqueue_fill(s, dev, 1, 64, SLOW).unwrap();
+        h.free(dev).unwrap();
+        assert!(h.stream_query(s).unwrap(), "cudaFree-like implicit sync");
+        h.stream_destroy(s).unwrap();
+    }
+    assert!(h.take_async_error().is_none());
+}
+
+#[test]
+fn a_block_changed_while_a_stream_reads_it_is_reported() {
+    let h = host(1, MIB);
+    let dev = h.malloc(64).unwrap();
+    // SAFETY: `dev` stays live; the streams are this vendor's.
+    unsafe {
+        h.memset(dev, 0, 64).unwrap();
+        let reader = h.stream_create(0).unwrap();
+        let writer = h.stream_create(0).unwrap();
+        // Correct use: the reader is done before anyone writes.
+        h.enqueue_expect(reader, dev, 0, 64, Duration::ZERO)
+            .unwrap();
+        h.stream_synchronize(reader).unwrap();
+        // A bug above: the writer reuses the block without waiting.
+        let open = gate(&h, reader);
+        h.enqueue_expect(reader, dev, 0, 64, SLOW).unwrap();
+        h.memset_async(dev, 0xAB, 64, writer).unwrap();
+        h.stream_synchronize(writer).unwrap();
+        drop(open);
+        let (kind, message) = err(h.stream_synchronize(reader));
+        assert_eq!(kind, ErrorKind::Internal);
+        assert!(message.contains("0xab, not 0x00"), "{message}");
+        assert!(
+            err(h.synchronize_device()).1.contains("still reading"),
+            "sticky"
+        );
+        let taken = h.take_async_error().expect("kept until taken");
+        assert_eq!(taken.kind(), ErrorKind::Internal);
+        h.stream_synchronize(reader).unwrap();
+        h.stream_destroy(reader).unwrap();
+        h.stream_destroy(writer).unwrap();
+        h.free(dev).unwrap();
+    }
+}
