@@ -1,0 +1,182 @@
+//! `DeviceContext`: one vendor's devices, with their stream and event pools.
+
+use std::fmt;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use dipu_deviceapi::{DeviceApi, Error, Result, StreamHandle};
+
+use crate::current;
+use crate::event_pool::{EventPool, PooledEvent};
+use crate::pool::{StreamPool, STREAMS_PER_POOL};
+use crate::stream::{StreamId, StreamKind};
+use crate::sync::{AtomicU32, Ordering};
+use crate::{DeviceGuard, Stream};
+
+/// Per-device pools.
+struct DeviceStreams {
+    normal: StreamPool,
+    high: StreamPool,
+    created: AtomicU32,
+    events: EventPool,
+}
+
+/// One vendor's devices as the stream layer sees them: per device a default
+/// stream, pools of normal- and high-priority streams, and an event pool;
+/// per thread a current device and a current stream of each device.
+///
+/// A context lives for the rest of the process (like a CUDA context), so
+/// the [`Stream`] values it hands out can be copied freely.
+pub struct DeviceContext {
+    api: Arc<dyn DeviceApi>,
+    pub(crate) id: usize,
+    devices: Box<[DeviceStreams]>,
+}
+
+impl fmt::Debug for DeviceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceContext")
+            .field("vendor", &self.api.name())
+            .field("devices", &self.devices.len())
+            .finish()
+    }
+}
+
+impl DeviceContext {
+    /// A context over `api`'s devices, living for the rest of the process.
+    /// Fails with the vendor's error when it has no device.
+    pub fn new(api: Arc<dyn DeviceApi>) -> Result<&'static DeviceContext> {
+        static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+        let count = api.device_count()?;
+        let devices = (0..count)
+            .map(|_| DeviceStreams {
+                normal: StreamPool::new(STREAMS_PER_POOL),
+                high: StreamPool::new(STREAMS_PER_POOL),
+                created: AtomicU32::new(0),
+                events: EventPool::new(),
+            })
+            .collect();
+        Ok(Box::leak(Box::new(DeviceContext {
+            api,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            devices,
+        })))
+    }
+
+    /// The vendor.
+    pub fn api(&self) -> &Arc<dyn DeviceApi> {
+        &self.api
+    }
+
+    /// Number of devices.
+    pub fn device_count(&self) -> i32 {
+        self.devices.len() as i32
+    }
+
+    /// `device` as an index into the per-device tables, or `InvalidDevice`.
+    pub(crate) fn check_device(&self, device: i32) -> Result<usize> {
+        usize::try_from(device)
+            .ok()
+            .filter(|&d| d < self.devices.len())
+            .ok_or_else(|| Error::invalid_device(device, self.device_count()))
+    }
+
+    /// The calling thread's current device (initially the vendor's, 0).
+    pub fn current_device(&self) -> Result<i32> {
+        current::current_device(self)
+    }
+
+    /// Makes `device` current for the calling thread.
+    pub fn set_device(&self, device: i32) -> Result<()> {
+        current::set_device(self, device)
+    }
+
+    /// Waits until all work on every stream of `device` is done.
+    pub fn synchronize_device(&self, device: i32) -> Result<()> {
+        let _guard = DeviceGuard::new(self, device)?;
+        self.api.synchronize_device()
+    }
+
+    /// The default stream of `device`.
+    pub fn default_stream(&'static self, device: i32) -> Result<Stream> {
+        self.check_device(device)?;
+        Ok(Stream {
+            ctx: self,
+            device,
+            id: StreamId::DEFAULT,
+            raw: StreamHandle::DEFAULT,
+        })
+    }
+
+    /// The next stream of `device`'s pool of 32 normal- or high-priority
+    /// streams (created together on first use, handed out round-robin).
+    pub fn stream_from_pool(&'static self, device: i32, high_priority: bool) -> Result<Stream> {
+        let slot = self.check_device(device)?;
+        let streams = &self.devices[slot];
+        let pool = if high_priority {
+            &streams.high
+        } else {
+            &streams.normal
+        };
+        let (index, raw) = pool.next(|| {
+            let _guard = DeviceGuard::new(self, device)?;
+            let priority = if high_priority {
+                self.api.stream_priority_range()?.greatest
+            } else {
+                0
+            };
+            self.api.stream_create(priority)
+        })?;
+        Ok(Stream {
+            ctx: self,
+            device,
+            id: StreamId::new(StreamKind::Pool { high_priority }, index),
+            raw,
+        })
+    }
+
+    /// A new stream of `device` with `priority` (0 normal, negative more
+    /// urgent; clamped to the vendor's range). It lives for the process.
+    pub fn new_stream(&'static self, device: i32, priority: i32) -> Result<Stream> {
+        let slot = self.check_device(device)?;
+        let raw = {
+            let _guard = DeviceGuard::new(self, device)?;
+            let range = self.api.stream_priority_range()?;
+            self.api.stream_create(range.clamp(priority))?
+        };
+        let index = self.devices[slot].created.fetch_add(1, Ordering::Relaxed);
+        Ok(Stream {
+            ctx: self,
+            device,
+            id: StreamId::new(StreamKind::Created, index),
+            raw,
+        })
+    }
+
+    /// The calling thread's current stream on `device` (initially its default stream).
+    pub fn current_stream(&'static self, device: i32) -> Result<Stream> {
+        current::current_stream(self, device)
+    }
+
+    /// Makes `stream` the calling thread's current stream on its device.
+    pub fn set_current_stream(&self, stream: Stream) {
+        current::exchange_stream(stream);
+    }
+
+    /// A timing-free event of `device` from its pool; it returns there when dropped.
+    pub fn pooled_event(&'static self, device: i32) -> Result<PooledEvent> {
+        let slot = self.check_device(device)?;
+        self.devices[slot]
+            .events
+            .get(|| {
+                let _guard = DeviceGuard::new(self, device)?;
+                self.api.event_create(false)
+            })
+            .map(|raw| PooledEvent::new(self, device, raw))
+    }
+
+    /// Puts a pooled event back (called by `PooledEvent`'s drop).
+    pub(crate) fn return_event(&self, device: i32, raw: dipu_deviceapi::EventHandle) {
+        self.devices[device as usize].events.put(raw);
+    }
+}

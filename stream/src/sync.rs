@@ -1,0 +1,44 @@
+//! The synchronisation types this crate uses: std's (and parking_lot's) in
+//! normal builds, loom's under `--cfg loom`, so the same code is model-checked.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+/// A mutex whose `lock` cannot fail (no poisoning).
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T> {
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<T>,
+    #[cfg(not(loom))]
+    inner: parking_lot::Mutex<T>,
+}
+
+impl<T> Mutex<T> {
+    /// A mutex holding `value`.
+    pub(crate) fn new(value: T) -> Self {
+        Mutex {
+            #[cfg(loom)]
+            inner: loom::sync::Mutex::new(value),
+            #[cfg(not(loom))]
+            inner: parking_lot::Mutex::new(value),
+        }
+    }
+
+    /// Locks the mutex.
+    #[cfg(not(loom))]
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.inner.lock()
+    }
+
+    /// Locks the mutex.
+    #[cfg(loom)]
+    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.inner
+            .lock()
+            .expect("loom mutexes are never poisoned here")
+    }
+}
