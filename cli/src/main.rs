@@ -1,0 +1,99 @@
+//! `dipu`: inspect a device vendor and run the conformance suite against it.
+//!
+//! ```text
+//! dipu info     [--vendor NAME|PATH]
+//! dipu selftest [--vendor NAME|PATH] [--filter SUBSTR]
+//! ```
+//!
+//! The vendor is `--vendor`, else `DIPU_VENDOR`, else the built-in `host`
+//! vendor. Logging goes to stderr, filtered by `DIPU_LOG` (default `warn`;
+//! `DIPU_LOG=dipu::vendor_call=trace` logs every vendor call).
+//!
+//! Exit codes: 0 success, 1 a conformance check failed, 2 an error (bad
+//! configuration, a vendor that cannot be loaded, no device).
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// `println!` that ignores write errors: when stdout is a closed pipe
+/// (`dipu selftest | head`), the command still runs to the end and its exit
+/// code still tells the result.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use outln;
+
+mod info;
+mod logging;
+mod selftest;
+mod vendor;
+
+/// Inspect a dipu-rs device vendor and run the conformance suite against it.
+#[derive(Debug, Parser)]
+#[command(name = "dipu", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the vendor (name, version, origin, capabilities) and its devices.
+    Info(VendorArg),
+    /// Run the conformance suite against the vendor.
+    Selftest {
+        #[command(flatten)]
+        vendor: VendorArg,
+        /// Run only the checks whose name contains this text.
+        #[arg(long, value_name = "SUBSTR")]
+        filter: Option<String>,
+    },
+}
+
+/// Which vendor to use.
+#[derive(Debug, Args)]
+struct VendorArg {
+    /// Vendor name (`host`, `cuda`, ...) or path to a vendor plugin (.so);
+    /// default: $DIPU_VENDOR, else `host`.
+    #[arg(long, value_name = "NAME|PATH")]
+    vendor: Option<String>,
+}
+
+/// How a command failed.
+#[derive(Debug)]
+enum Failure {
+    /// An error: bad configuration, a vendor that does not load, no device.
+    Error(dipu_deviceapi::Error),
+    /// The suite ran and some checks failed (already reported).
+    ChecksFailed,
+}
+
+impl From<dipu_deviceapi::Error> for Failure {
+    fn from(e: dipu_deviceapi::Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = logging::init()
+        .map_err(Failure::from)
+        .and_then(|()| match cli.command {
+            Command::Info(v) => info::run(v.vendor.as_deref()),
+            Command::Selftest { vendor, filter } => {
+                selftest::run(vendor.vendor.as_deref(), filter.as_deref())
+            }
+        });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::ChecksFailed) => ExitCode::from(1),
+        Err(Failure::Error(e)) => {
+            eprintln!("dipu: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
