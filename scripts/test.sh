@@ -22,6 +22,10 @@ cargo build --workspace --locked
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
 
+step "loom models (separate target dir, preemption bound 2)"
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+  cargo test --release --locked --target-dir target/loom -p dipu-stream -p dipu-generator --lib loom
+
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
 ./target/debug/dipu selftest --vendor ./target/debug/libdipu_vendor_host.so
