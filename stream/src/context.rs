@@ -88,7 +88,7 @@ impl DeviceContext {
 
     /// Makes `device` current for the calling thread.
     pub fn set_device(&self, device: i32) -> Result<()> {
-        current::set_device(self, device)
+        current::exchange_device(self, device).map(drop)
     }
 
     /// Waits until all work on every stream of `device` is done.

@@ -1,7 +1,7 @@
 //! The calling thread's current device and current stream of each device,
 //! kept per context.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use dipu_deviceapi::{Result, StreamHandle};
 
@@ -11,7 +11,7 @@ use crate::{DeviceContext, Stream};
 /// One thread's state for one context.
 struct ThreadState {
     ctx_id: usize,
-    /// The current device, once known.
+    /// The current device while another context is the recent one.
     device: Option<i32>,
     /// The current stream of each device (`None`: the default stream).
     streams: Vec<Option<(StreamId, StreamHandle)>>,
@@ -19,9 +19,14 @@ struct ThreadState {
 
 thread_local! {
     static STATES: RefCell<Vec<ThreadState>> = const { RefCell::new(Vec::new()) };
+    /// The context this thread used last and its current device, kept
+    /// apart from `STATES` so the common case is one plain cell read.
+    /// Context ids start at 1, so `(0, _)` means none.
+    static RECENT_DEVICE: Cell<(usize, i32)> = const { Cell::new((0, 0)) };
 }
 
 /// Runs `f` on this thread's state for `ctx`, creating it on first use.
+#[inline]
 fn with_state<R>(ctx: &DeviceContext, f: impl FnOnce(&mut ThreadState) -> R) -> R {
     STATES.with(|states| {
         let mut states = states.borrow_mut();
@@ -41,27 +46,49 @@ fn with_state<R>(ctx: &DeviceContext, f: impl FnOnce(&mut ThreadState) -> R) -> 
 }
 
 /// The calling thread's current device.
+#[inline]
 pub(crate) fn current_device(ctx: &DeviceContext) -> Result<i32> {
-    with_state(ctx, |state| match state.device {
-        Some(device) => Ok(device),
-        None => {
-            let device = ctx.api().current_device()?;
-            state.device = Some(device);
-            Ok(device)
-        }
-    })
+    match RECENT_DEVICE.get() {
+        (id, device) if id == ctx.id => Ok(device),
+        _ => make_recent(ctx),
+    }
 }
 
-/// Makes `device` current; calls the vendor only when it changes.
-pub(crate) fn set_device(ctx: &DeviceContext, device: i32) -> Result<()> {
+/// Makes `device` current and returns the device current before; calls
+/// the vendor only when the device changes.
+#[inline]
+pub(crate) fn exchange_device(ctx: &DeviceContext, device: i32) -> Result<i32> {
     ctx.check_device(device)?;
-    with_state(ctx, |state| {
-        if state.device != Some(device) {
-            ctx.api().set_device(device)?;
-            state.device = Some(device);
+    let original = current_device(ctx)?;
+    if original != device {
+        ctx.api().set_device(device)?;
+        RECENT_DEVICE.set((ctx.id, device));
+    }
+    Ok(original)
+}
+
+/// Moves `ctx`'s current device into the fast cell and returns it; the
+/// previous context's device is parked in its state (or, if it has none,
+/// asked of its vendor again next time, which tracks it per thread too).
+#[cold]
+fn make_recent(ctx: &DeviceContext) -> Result<i32> {
+    let (parked_id, parked_device) = RECENT_DEVICE.replace((0, 0));
+    let stored = STATES.with(|states| {
+        let mut states = states.borrow_mut();
+        if let Some(parked) = states.iter_mut().find(|s| s.ctx_id == parked_id) {
+            parked.device = Some(parked_device);
         }
-        Ok(())
-    })
+        states
+            .iter_mut()
+            .find(|s| s.ctx_id == ctx.id)
+            .and_then(|s| s.device.take())
+    });
+    let device = match stored {
+        Some(device) => device,
+        None => ctx.api().current_device()?,
+    };
+    RECENT_DEVICE.set((ctx.id, device));
+    Ok(device)
 }
 
 /// The calling thread's current stream on `device`.

@@ -16,8 +16,7 @@ pub struct DeviceGuard<'a> {
 impl<'a> DeviceGuard<'a> {
     /// Makes `device` current (cheap when it already is).
     pub fn new(ctx: &'a DeviceContext, device: i32) -> Result<Self> {
-        let original = ctx.current_device()?;
-        ctx.set_device(device)?;
+        let original = current::exchange_device(ctx, device)?;
         Ok(DeviceGuard {
             ctx,
             original,

@@ -18,8 +18,13 @@ pub(crate) struct StreamPool {
 }
 
 impl StreamPool {
-    /// An empty pool of `size` slots.
+    /// An empty pool of `size` slots (a power of two, so that turning the
+    /// counter into a slot is a mask, not a division).
     pub(crate) fn new(size: usize) -> Self {
+        assert!(
+            size.is_power_of_two(),
+            "stream pool size {size} is not a power of two"
+        );
         StreamPool {
             slots: (0..size).map(|_| AtomicU64::new(0)).collect(),
             next: AtomicU32::new(0),
@@ -37,7 +42,7 @@ impl StreamPool {
         if !self.ready.load(Ordering::Acquire) {
             self.fill(create)?;
         }
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len() as u32;
+        let index = self.next.fetch_add(1, Ordering::Relaxed) & (self.slots.len() as u32 - 1);
         // Relaxed suffices: the Acquire load of `ready` (or `fill` itself)
         // ordered this read after the slot's store.
         let raw = self.slots[index as usize].load(Ordering::Relaxed);
@@ -98,7 +103,7 @@ mod tests {
 
     #[test]
     fn a_failed_fill_is_retried_and_keeps_what_it_made() {
-        let pool = StreamPool::new(3);
+        let pool = StreamPool::new(4);
         let mut calls = 0u64;
         let e = pool
             .next(|| {
@@ -123,7 +128,7 @@ mod tests {
             1,
             "the stream made before the failure is kept"
         );
-        assert_eq!(more, 12, "only the two missing streams are made");
+        assert_eq!(more, 13, "only the three missing streams are made");
     }
 
     #[test]

@@ -437,3 +437,32 @@ fn stress_threads_share_pooled_streams_and_events() {
     });
     assert!(vendor.take_async_error().is_none());
 }
+
+#[test]
+fn two_contexts_keep_separate_current_devices() {
+    let (_, a) = setup();
+    let (_, b) = setup();
+    a.set_device(1).unwrap();
+    assert_eq!(b.current_device().unwrap(), 0, "b is untouched by a");
+    b.set_device(1).unwrap();
+    b.set_device(0).unwrap();
+    assert_eq!(
+        a.current_device().unwrap(),
+        1,
+        "a kept its device while b was used"
+    );
+    {
+        let _ga = DeviceGuard::new(a, 0).unwrap();
+        let _gb = DeviceGuard::new(b, 1).unwrap();
+        assert_eq!(
+            (a.current_device().unwrap(), b.current_device().unwrap()),
+            (0, 1)
+        );
+    }
+    assert_eq!(
+        (a.current_device().unwrap(), b.current_device().unwrap()),
+        (1, 0)
+    );
+    assert_eq!(a.api().current_device().unwrap(), 1, "the vendor agrees");
+    a.set_device(0).unwrap();
+}
