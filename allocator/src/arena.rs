@@ -1,0 +1,153 @@
+//! Segments and the blocks they are split into, with split and merge.
+//! The bookkeeping shared by every caching policy; the policy decides.
+
+use std::collections::HashMap;
+
+use dipu_stream::Stream;
+use slab::Slab;
+
+/// Index of a block in the arena.
+pub(crate) type BlockId = usize;
+/// Index of a segment in the arena.
+pub(crate) type SegmentId = usize;
+
+/// What a block is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// Cached and reusable (in the policy's index).
+    Free,
+    /// Handed out.
+    Allocated,
+    /// Freed by its user; waiting for other streams before reuse.
+    Pending,
+}
+
+/// A piece of a segment.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
+    pub(crate) requested: usize,
+    pub(crate) segment: SegmentId,
+    pub(crate) prev: Option<BlockId>,
+    pub(crate) next: Option<BlockId>,
+    pub(crate) used: Use,
+    /// Streams other than the segment's that used the block (`record_stream`).
+    pub(crate) other_streams: Vec<Stream>,
+}
+
+/// Memory from one vendor allocation, serving one stream.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
+    pub(crate) stream: Stream,
+    pub(crate) first: BlockId,
+    pub(crate) blocks: usize,
+    /// When the segment was made, for releasing the oldest first.
+    pub(crate) born: u64,
+}
+
+/// Every segment and block of one device allocator.
+#[derive(Debug, Default)]
+pub(crate) struct Arena {
+    pub(crate) blocks: Slab<Block>,
+    pub(crate) segments: Slab<Segment>,
+    /// Allocated and pending blocks by address.
+    pub(crate) in_use: HashMap<usize, BlockId>,
+    clock: u64,
+}
+
+impl Arena {
+    /// Adds a segment `[addr, addr + size)` for `stream`; returns its one free block.
+    pub(crate) fn add_segment(&mut self, addr: usize, size: usize, stream: Stream) -> BlockId {
+        self.clock += 1;
+        let segment = self.segments.insert(Segment { addr, size, stream, first: 0, blocks: 1, born: self.clock });
+        let block = self.blocks.insert(Block {
+            addr,
+            size,
+            requested: 0,
+            segment,
+            prev: None,
+            next: None,
+            used: Use::Free,
+            other_streams: Vec::new(),
+        });
+        self.segments[segment].first = block;
+        block
+    }
+
+    /// Removes the segment of `block`, which must be its only block; returns (addr, size).
+    pub(crate) fn remove_segment(&mut self, block: BlockId) -> (usize, usize) {
+        let b = self.blocks.remove(block);
+        debug_assert!(b.prev.is_none() && b.next.is_none(), "segment still split");
+        let s = self.segments.remove(b.segment);
+        (s.addr, s.size)
+    }
+
+    /// Whether `block` spans its whole segment.
+    pub(crate) fn is_whole_segment(&self, block: BlockId) -> bool {
+        let b = &self.blocks[block];
+        b.prev.is_none() && b.next.is_none()
+    }
+
+    /// The stream `block`'s segment serves.
+    pub(crate) fn stream_of(&self, block: BlockId) -> Stream {
+        self.segments[self.blocks[block].segment].stream
+    }
+
+    /// Splits a free `block` so it keeps its first `size` bytes; returns the
+    /// new free block holding the rest.
+    pub(crate) fn split(&mut self, block: BlockId, size: usize) -> BlockId {
+        let (addr, old_size, segment, next) = {
+            let b = &self.blocks[block];
+            debug_assert!(size > 0 && size < b.size);
+            (b.addr, b.size, b.segment, b.next)
+        };
+        let rest = self.blocks.insert(Block {
+            addr: addr + size,
+            size: old_size - size,
+            requested: 0,
+            segment,
+            prev: Some(block),
+            next,
+            used: Use::Free,
+            other_streams: Vec::new(),
+        });
+        if let Some(n) = next {
+            self.blocks[n].prev = Some(rest);
+        }
+        let b = &mut self.blocks[block];
+        b.size = size;
+        b.next = Some(rest);
+        self.segments[segment].blocks += 1;
+        rest
+    }
+
+    /// Free neighbours of `block` (both must leave the policy's index before a merge).
+    pub(crate) fn free_neighbours(&self, block: BlockId) -> [Option<BlockId>; 2] {
+        let b = &self.blocks[block];
+        let free = |n: Option<BlockId>| n.filter(|&n| self.blocks[n].used == Use::Free);
+        [free(b.prev), free(b.next)]
+    }
+
+    /// Merges `block` with its neighbour `other` (adjacent, both free);
+    /// returns the surviving block.
+    pub(crate) fn merge(&mut self, block: BlockId, other: BlockId) -> BlockId {
+        let (first, second) = if self.blocks[other].addr < self.blocks[block].addr {
+            (other, block)
+        } else {
+            (block, other)
+        };
+        let gone = self.blocks.remove(second);
+        debug_assert_eq!(self.blocks[first].addr + self.blocks[first].size, gone.addr);
+        let f = &mut self.blocks[first];
+        f.size += gone.size;
+        f.next = gone.next;
+        if let Some(n) = gone.next {
+            self.blocks[n].prev = Some(first);
+        }
+        self.segments[gone.segment].blocks -= 1;
+        first
+    }
+}

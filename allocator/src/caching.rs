@@ -1,0 +1,340 @@
+//! The caching allocator shared by TORCH, BF and BS: one lock per device,
+//! segments from the vendor, blocks split and merged as the policy says,
+//! frees deferred until other streams' work is done, OOM recovery,
+//! statistics and snapshots.
+
+use std::ffi::c_void;
+
+use dipu_deviceapi::{Error, ErrorKind, Result};
+use dipu_stream::{PooledEvent, Stream};
+use parking_lot::Mutex;
+
+use crate::arena::{Arena, BlockId, Use};
+use crate::policy::Policy;
+use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
+use crate::source::{human, Source};
+use crate::{Algorithm, AllocatorConfig, Allocation, DeviceAllocator, DeviceStats};
+
+/// A freed block waiting for events on the other streams that used it.
+struct PendingFree {
+    block: BlockId,
+    events: Vec<PooledEvent>,
+}
+
+struct State<P> {
+    policy: P,
+    arena: Arena,
+    stats: DeviceStats,
+    pending: Vec<PendingFree>,
+    source: Source,
+    gc_threshold: Option<f64>,
+}
+
+/// A caching device allocator for one device, over policy `P`.
+pub(crate) struct CachingAllocator<P: Policy> {
+    device: i32,
+    state: Mutex<State<P>>,
+}
+
+impl<P: Policy> CachingAllocator<P> {
+    pub(crate) fn new(policy: P, source: Source, config: &AllocatorConfig) -> Self {
+        CachingAllocator {
+            device: source.device,
+            state: Mutex::new(State {
+                policy,
+                arena: Arena::default(),
+                stats: DeviceStats::default(),
+                pending: Vec::new(),
+                source,
+                gc_threshold: config.garbage_collection_threshold,
+            }),
+        }
+    }
+}
+
+impl<P: Policy> State<P> {
+    /// Indexes a free block, counting it as inactive-split when its segment is in use.
+    fn index(&mut self, block: BlockId) {
+        if !self.arena.is_whole_segment(block) {
+            let size = self.arena.blocks[block].size as u64;
+            self.stats.inactive_split.increase(1);
+            self.stats.inactive_split_bytes.increase(size);
+        }
+        self.policy.insert(&self.arena, block);
+    }
+
+    /// Takes a block out of the index (after `policy.take`, or to merge or release it).
+    fn unindexed(&mut self, block: BlockId) {
+        if !self.arena.is_whole_segment(block) {
+            let size = self.arena.blocks[block].size as u64;
+            self.stats.inactive_split.decrease(1);
+            self.stats.inactive_split_bytes.decrease(size);
+        }
+    }
+
+    /// Makes a freed block reusable: merges it with free neighbours and indexes it.
+    fn release(&mut self, mut block: BlockId) {
+        let (addr, size) = (self.arena.blocks[block].addr, self.arena.blocks[block].size);
+        self.arena.in_use.remove(&addr);
+        self.stats.on_inactive(size);
+        self.arena.blocks[block].used = Use::Free;
+        self.arena.blocks[block].requested = 0;
+        self.arena.blocks[block].other_streams.clear();
+        if self.policy.merges() {
+            for neighbour in self.arena.free_neighbours(block).into_iter().flatten() {
+                self.policy.remove(&self.arena, neighbour);
+                self.unindexed(neighbour);
+                block = self.arena.merge(block, neighbour);
+            }
+        }
+        self.index(block);
+    }
+
+    /// Releases pending frees whose events have all completed (all of them,
+    /// waiting, when `wait`).
+    fn process_pending(&mut self, wait: bool) -> Result<()> {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let ready = if wait {
+                self.pending[i].events.iter().try_for_each(PooledEvent::synchronize)?;
+                true
+            } else {
+                self.pending[i].events.iter().try_fold(true, |all, e| Ok::<_, Error>(all && e.query()?))?
+            };
+            if ready {
+                let done = self.pending.swap_remove(i);
+                self.release(done.block);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives every cached whole segment back to the vendor (oldest first),
+    /// until `keep_below` bytes are reserved if given.
+    fn release_cached_segments(&mut self, keep_below: Option<u64>) -> Result<()> {
+        let mut whole: Vec<(u64, BlockId)> = self
+            .arena
+            .segments
+            .iter()
+            .map(|(_, s)| s)
+            .filter(|s| s.blocks == 1 && self.arena.blocks[s.first].used == Use::Free)
+            .map(|s| (s.born, s.first))
+            .collect();
+        whole.sort_unstable();
+        for (_, block) in whole {
+            if keep_below.is_some_and(|limit| self.stats.reserved_bytes.current <= limit) {
+                break;
+            }
+            self.policy.remove(&self.arena, block);
+            let (addr, size) = self.arena.remove_segment(block);
+            self.source.free(addr)?;
+            self.stats.on_segment_released(size);
+        }
+        Ok(())
+    }
+
+    /// A new segment for a block of `size`, with PyTorch's recovery ladder.
+    fn grow(&mut self, size: usize, stream: Stream, requested: usize) -> Result<BlockId> {
+        let seg = self.policy.segment_size(size);
+        if let Some(t) = self.gc_threshold {
+            let limit = (self.source.limit as f64 * t) as u64;
+            if self.stats.reserved_bytes.current + seg as u64 > limit {
+                self.release_cached_segments(Some(limit.saturating_sub(seg as u64)))?;
+            }
+        }
+        let first = self.source.malloc(seg, self.stats.reserved_bytes.current);
+        let ptr = match first {
+            Ok(ptr) => ptr,
+            Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                self.release_cached_segments(None)?;
+                self.process_pending(true)?;
+                self.stats.num_sync_all_streams += 1;
+                self.release_cached_segments(None)?;
+                match self.source.malloc(seg, self.stats.reserved_bytes.current) {
+                    Ok(ptr) => {
+                        self.stats.num_alloc_retries += 1;
+                        ptr
+                    }
+                    Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                        self.stats.num_ooms += 1;
+                        return Err(self.oom_error(requested, seg, &e));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        self.stats.on_segment_created(seg);
+        Ok(self.arena.add_segment(ptr as usize, seg, stream))
+    }
+
+    fn oom_error(&self, requested: usize, segment: usize, cause: &Error) -> Error {
+        let s = &self.stats;
+        let free = self.source.vendor_free().map_or("unknown".to_owned(), human);
+        Error::new(
+            ErrorKind::OutOfMemory,
+            format!(
+                "device {} out of memory: tried to allocate {} (a {} segment); device total {}, \
+                 reserved by this allocator {}, allocated {}, free on the device {}, process limit {} \
+                 ({}). If reserved is much larger than allocated, memory is fragmented: try \
+                 DIPU_ALLOC_CONF=expandable_segments:True or max_split_size_mb; \
+                 per_process_memory_fraction raises or lowers the limit",
+                self.source.device,
+                human(requested as u64),
+                human(segment as u64),
+                human(self.source.total),
+                human(s.reserved_bytes.current),
+                human(s.allocated_bytes.current),
+                free,
+                human(self.source.limit),
+                cause.message()
+            ),
+        )
+    }
+}
+
+impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
+    fn device(&self) -> i32 {
+        self.device
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        self.state.lock().policy.algorithm()
+    }
+
+    fn allocate(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
+        if stream.device() != self.device {
+            return Err(Error::invalid_argument(format!(
+                "a stream of device {} was passed to the allocator of device {}",
+                stream.device(),
+                self.device
+            )));
+        }
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if !st.pending.is_empty() {
+            st.process_pending(false)?;
+        }
+        let size = st.policy.round(bytes);
+        let block = match st.policy.take(&st.arena, size, stream) {
+            Some(block) => {
+                st.unindexed(block);
+                block
+            }
+            None => st.grow(size, stream, bytes)?,
+        };
+        let block_size = st.arena.blocks[block].size;
+        if block_size > size && st.policy.should_split(block_size, size) {
+            let rest = st.arena.split(block, size);
+            st.index(rest);
+        }
+        let b = &mut st.arena.blocks[block];
+        b.used = Use::Allocated;
+        b.requested = bytes;
+        let (addr, size) = (b.addr, b.size);
+        st.arena.in_use.insert(addr, block);
+        st.stats.on_allocate(size, bytes);
+        Ok(Allocation { ptr: addr as *mut c_void, size: bytes, device: self.device, stream })
+    }
+
+    fn free(&self, ptr: *mut c_void) -> Result<()> {
+        let mut st = self.state.lock();
+        let block = match st.arena.in_use.get(&(ptr as usize)) {
+            Some(&b) if st.arena.blocks[b].used == Use::Allocated => b,
+            _ => {
+                return Err(Error::invalid_argument(format!(
+                    "{ptr:p} was not allocated by the device {} allocator, or was already freed",
+                    self.device
+                )))
+            }
+        };
+        st.arena.in_use.remove(&(ptr as usize));
+        let (size, requested) = (st.arena.blocks[block].size, st.arena.blocks[block].requested);
+        st.stats.on_free(size, requested);
+        let others = std::mem::take(&mut st.arena.blocks[block].other_streams);
+        if others.is_empty() {
+            st.release(block);
+            return Ok(());
+        }
+        let mut events = Vec::with_capacity(others.len());
+        for stream in others {
+            let event = stream.context().pooled_event(stream.device())?;
+            event.record(&stream)?;
+            events.push(event);
+        }
+        st.arena.blocks[block].used = Use::Pending;
+        st.arena.in_use.insert(ptr as usize, block);
+        st.pending.push(PendingFree { block, events });
+        Ok(())
+    }
+
+    fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
+        let mut st = self.state.lock();
+        let block = match st.arena.in_use.get(&(ptr as usize)) {
+            Some(&b) if st.arena.blocks[b].used == Use::Allocated => b,
+            _ => {
+                return Err(Error::invalid_argument(format!(
+                    "record_stream: {ptr:p} is not a live allocation of the device {} allocator",
+                    self.device
+                )))
+            }
+        };
+        if st.arena.stream_of(block) != stream && !st.arena.blocks[block].other_streams.contains(&stream) {
+            st.arena.blocks[block].other_streams.push(stream);
+        }
+        Ok(())
+    }
+
+    fn empty_cache(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        st.process_pending(false)?;
+        st.release_cached_segments(None)
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.state.lock().stats
+    }
+
+    fn reset_peak_stats(&self) {
+        self.state.lock().stats.reset_peaks();
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let st = self.state.lock();
+        let mut segments: Vec<SegmentInfo> = st
+            .arena
+            .segments
+            .iter()
+            .map(|(_, s)| {
+                let mut blocks = Vec::with_capacity(s.blocks);
+                let mut at = Some(s.first);
+                while let Some(id) = at {
+                    let b = &st.arena.blocks[id];
+                    let state = match b.used {
+                        Use::Free => BlockState::Free,
+                        Use::Allocated => BlockState::Allocated,
+                        Use::Pending => BlockState::Pending,
+                    };
+                    blocks.push(BlockInfo { address: b.addr, size: b.size, state, requested: b.requested });
+                    at = b.next;
+                }
+                SegmentInfo {
+                    device: self.device,
+                    address: s.addr,
+                    size: s.size,
+                    stream: s.stream.id().as_u32(),
+                    pool: st.policy.pool_name(s.size).to_owned(),
+                    blocks,
+                }
+            })
+            .collect();
+        segments.sort_by_key(|s| s.address);
+        Snapshot { segments }
+    }
+
+    fn set_memory_fraction(&self, fraction: f64) -> Result<()> {
+        self.state.lock().source.set_fraction(fraction)
+    }
+}

@@ -1,0 +1,120 @@
+//! Caching device allocators and a pinned-host allocator.
+//!
+//! Every algorithm implements [`DeviceAllocator`]: allocate (bytes, stream)
+//! → [`Allocation`], free, `record_stream`, `empty_cache`, statistics,
+//! snapshots and a memory fraction. `TORCH` follows PyTorch's caching
+//! policy, `BF` is best fit over binned free lists with an occupancy
+//! bitmap, `BS` caches whole blocks in size bins, `RAW` does not cache.
+//! A block used on other streams (`record_stream`) is reused only after
+//! events recorded on those streams at free time have completed.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use dipu_allocator::{Algorithm, AllocatorConfig, DeviceAllocator};
+//! use dipu_stream::DeviceContext;
+//! # use dipu_vendor_host::{HostConfig, HostVendor};
+//! # let vendor = Arc::new(HostVendor::new(HostConfig::default()).unwrap());
+//! let ctx = DeviceContext::new(vendor)?;
+//! let alloc = dipu_allocator::new_device_allocator(ctx, 0, Algorithm::BestFit, &AllocatorConfig::default())?;
+//! let stream = ctx.current_stream(0)?;
+//! let a = alloc.allocate(1000, stream)?;
+//! alloc.free(a.ptr)?;
+//! let b = alloc.allocate(1000, stream)?;
+//! assert_eq!(a.ptr, b.ptr, "the cached block is reused");
+//! assert_eq!(alloc.stats().num_device_alloc, 1);
+//! # alloc.free(b.ptr)?;
+//! # Ok::<(), dipu_deviceapi::Error>(())
+//! ```
+
+mod arena;
+mod bf;
+mod bs;
+mod caching;
+mod config;
+mod policy;
+mod raw;
+pub mod replay;
+mod snapshot;
+mod source;
+mod stats;
+mod torch;
+
+use std::ffi::c_void;
+
+use dipu_deviceapi::Result;
+use dipu_stream::{DeviceContext, Stream};
+
+pub use config::{Algorithm, AllocatorConfig, ENV_ALGORITHM, ENV_CONF, ENV_CONF_ALIAS};
+pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
+pub use stats::{DeviceStats, Stat};
+
+/// Memory handed out by a device allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// Device address (null for zero bytes).
+    pub ptr: *mut c_void,
+    /// Bytes requested.
+    pub size: usize,
+    /// The device.
+    pub device: i32,
+    /// The stream the memory was allocated for.
+    pub stream: Stream,
+}
+
+// SAFETY: an `Allocation` is a device address and plain values; it grants no
+// access to host memory and may be passed between threads like an integer.
+unsafe impl Send for Allocation {}
+// SAFETY: as above; it has no interior mutability.
+unsafe impl Sync for Allocation {}
+
+/// One device's allocator. Every method is thread-safe.
+pub trait DeviceAllocator: Send + Sync {
+    /// The device it allocates on.
+    fn device(&self) -> i32;
+
+    /// Its algorithm.
+    fn algorithm(&self) -> Algorithm;
+
+    /// Memory of at least `bytes` for use on `stream` (a stream of this
+    /// device); zero bytes gives a null pointer.
+    fn allocate(&self, bytes: usize, stream: Stream) -> Result<Allocation>;
+
+    /// Gives back memory from [`DeviceAllocator::allocate`]; an unknown
+    /// pointer or a second free is an `InvalidArgument` error.
+    fn free(&self, ptr: *mut c_void) -> Result<()>;
+
+    /// Declares that the memory at `ptr` is also used by work on `stream`:
+    /// after `free` it is reused only once that work is done.
+    fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()>;
+
+    /// Gives every cached, unused segment back to the vendor.
+    fn empty_cache(&self) -> Result<()>;
+
+    /// The statistics.
+    fn stats(&self) -> DeviceStats;
+
+    /// Restarts every peak statistic at its current value.
+    fn reset_peak_stats(&self);
+
+    /// Every segment and block.
+    fn snapshot(&self) -> Snapshot;
+
+    /// Limits this allocator to `fraction` (0, 1] of the device's memory.
+    fn set_memory_fraction(&self, fraction: f64) -> Result<()>;
+}
+
+/// A device allocator of `algorithm` for `device`.
+pub fn new_device_allocator(
+    ctx: &'static DeviceContext,
+    device: i32,
+    algorithm: Algorithm,
+    config: &AllocatorConfig,
+) -> Result<Box<dyn DeviceAllocator>> {
+    let source = source::Source::new(ctx, device, config.per_process_memory_fraction)?;
+    Ok(match algorithm {
+        Algorithm::Raw => Box::new(raw::RawAllocator::new(source)),
+        Algorithm::BinSize => Box::new(caching::CachingAllocator::new(bs::BinSize::new(), source, config)),
+        Algorithm::BestFit => Box::new(caching::CachingAllocator::new(bf::BestFit::new(config), source, config)),
+        Algorithm::Torch => Box::new(caching::CachingAllocator::new(torch::TorchPolicy::new(config), source, config)),
+    })
+}

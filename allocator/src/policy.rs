@@ -1,0 +1,42 @@
+//! What distinguishes one caching algorithm from another: rounding,
+//! segment sizes, where free blocks are indexed and which one a request
+//! gets, and when to split. The bookkeeping is shared (`caching.rs`).
+
+use dipu_stream::Stream;
+
+use crate::arena::{Arena, BlockId};
+use crate::Algorithm;
+
+/// A caching algorithm's decisions.
+pub(crate) trait Policy: Send + 'static {
+    /// Which algorithm this is.
+    fn algorithm(&self) -> Algorithm;
+
+    /// The block size that serves a request of `bytes` (≥ `bytes`, > 0).
+    fn round(&self, bytes: usize) -> usize;
+
+    /// The size of a new segment for a block of `size`.
+    fn segment_size(&self, size: usize) -> usize;
+
+    /// Takes the free block that should serve a block of `size` on
+    /// `stream` out of the index, if one is cached.
+    fn take(&mut self, arena: &Arena, size: usize, stream: Stream) -> Option<BlockId>;
+
+    /// Puts a free block into the index.
+    fn insert(&mut self, arena: &Arena, block: BlockId);
+
+    /// Removes a free block from the index (to merge or release it).
+    fn remove(&mut self, arena: &Arena, block: BlockId);
+
+    /// Whether a free block of `block_size` serving `size` is split, the
+    /// rest staying cached.
+    fn should_split(&self, block_size: usize, size: usize) -> bool;
+
+    /// Whether a freed block merges with its free neighbours.
+    fn merges(&self) -> bool {
+        true
+    }
+
+    /// The pool a segment of `size` belongs to, for snapshots.
+    fn pool_name(&self, size: usize) -> &'static str;
+}

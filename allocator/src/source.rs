@@ -1,0 +1,93 @@
+//! Where segments come from: the vendor's device memory of one device,
+//! within the process's memory fraction.
+
+use std::ffi::c_void;
+
+use dipu_deviceapi::{Error, ErrorKind, Result};
+use dipu_stream::{DeviceContext, DeviceGuard};
+
+/// The vendor memory of one device.
+#[derive(Debug)]
+pub(crate) struct Source {
+    pub(crate) ctx: &'static DeviceContext,
+    pub(crate) device: i32,
+    /// Total device memory.
+    pub(crate) total: u64,
+    /// Bytes this allocator may reserve (fraction × total).
+    pub(crate) limit: u64,
+}
+
+impl Source {
+    /// The source for `device`, limited to `fraction` of its memory.
+    pub(crate) fn new(ctx: &'static DeviceContext, device: i32, fraction: f64) -> Result<Source> {
+        let total = ctx.api().device_properties(device)?.total_memory;
+        let mut source = Source { ctx, device, total, limit: total };
+        source.set_fraction(fraction)?;
+        Ok(source)
+    }
+
+    /// Limits reservations to `fraction` (0, 1] of the device's memory.
+    pub(crate) fn set_fraction(&mut self, fraction: f64) -> Result<()> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::invalid_argument(format!(
+                "memory fraction {fraction} is outside (0, 1]"
+            )));
+        }
+        self.limit = (self.total as f64 * fraction) as u64;
+        Ok(())
+    }
+
+    /// Allocates `bytes` from the vendor if `reserved + bytes` stays within the limit.
+    pub(crate) fn malloc(&self, bytes: usize, reserved: u64) -> Result<*mut c_void> {
+        if reserved.saturating_add(bytes as u64) > self.limit {
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!(
+                    "the per-process memory fraction allows {} bytes and {} are reserved",
+                    self.limit, reserved
+                ),
+            ));
+        }
+        let _guard = DeviceGuard::new(self.ctx, self.device)?;
+        self.ctx.api().malloc(bytes)
+    }
+
+    /// Gives a segment back to the vendor.
+    pub(crate) fn free(&self, addr: usize) -> Result<()> {
+        let _guard = DeviceGuard::new(self.ctx, self.device)?;
+        // SAFETY: `addr` is the start of a segment this source allocated and
+        // nothing in the allocator refers to it any more.
+        unsafe { self.ctx.api().free(addr as *mut c_void) }
+    }
+
+    /// The vendor's free memory on the device, if it can say.
+    pub(crate) fn vendor_free(&self) -> Option<u64> {
+        let _guard = DeviceGuard::new(self.ctx, self.device).ok()?;
+        self.ctx.api().memory_info().ok().map(|m| m.free)
+    }
+}
+
+/// Formats a byte count for people (`1.50 GiB`).
+pub(crate) fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn human_sizes() {
+        assert_eq!(super::human(512), "512 bytes");
+        assert_eq!(super::human(3 << 29), "1.50 GiB");
+    }
+}
