@@ -62,7 +62,14 @@ impl Arena {
     /// Adds a segment `[addr, addr + size)` for `stream`; returns its one free block.
     pub(crate) fn add_segment(&mut self, addr: usize, size: usize, stream: Stream) -> BlockId {
         self.clock += 1;
-        let segment = self.segments.insert(Segment { addr, size, stream, first: 0, blocks: 1, born: self.clock });
+        let segment = self.segments.insert(Segment {
+            addr,
+            size,
+            stream,
+            first: 0,
+            blocks: 1,
+            born: self.clock,
+        });
         let block = self.blocks.insert(Block {
             addr,
             size,

@@ -22,14 +22,16 @@ const ALIGN: usize = 512;
 /// Requests up to this size share small segments.
 const SMALL: usize = 1 << 20;
 const SMALL_SEGMENT: usize = 2 << 20;
-const MEDIUM: usize = 10 << 20;
-const MEDIUM_SEGMENT: usize = 20 << 20;
 const LARGE_ROUND: usize = 2 << 20;
 
 /// The bin of a block of `size`: its power of two and the step below it.
 fn bin_of(size: usize) -> usize {
     let log = (usize::BITS - 1 - size.leading_zeros()) as usize;
-    let sub = if log >= SUB_BITS as usize { (size >> (log - SUB_BITS as usize)) & (SUBS - 1) } else { 0 };
+    let sub = if log >= SUB_BITS as usize {
+        (size >> (log - SUB_BITS as usize)) & (SUBS - 1)
+    } else {
+        0
+    };
     log * SUBS + sub
 }
 
@@ -41,7 +43,10 @@ struct StreamBins {
 
 impl StreamBins {
     fn new() -> Self {
-        StreamBins { occupied: [0; WORDS], bins: (0..BINS).map(|_| BTreeSet::new()).collect() }
+        StreamBins {
+            occupied: [0; WORDS],
+            bins: (0..BINS).map(|_| BTreeSet::new()).collect(),
+        }
     }
 
     /// The first non-empty bin at or after `from`.
@@ -77,7 +82,10 @@ pub(crate) struct BestFit {
 
 impl BestFit {
     pub(crate) fn new(config: &AllocatorConfig) -> Self {
-        BestFit { streams: HashMap::new(), max_split: config.max_split_size.unwrap_or(usize::MAX) }
+        BestFit {
+            streams: HashMap::new(),
+            max_split: config.max_split_size.unwrap_or(usize::MAX),
+        }
     }
 }
 
@@ -93,8 +101,6 @@ impl Policy for BestFit {
     fn segment_size(&self, size: usize) -> usize {
         if size <= SMALL {
             SMALL_SEGMENT
-        } else if size < MEDIUM {
-            MEDIUM_SEGMENT
         } else {
             size.div_ceil(LARGE_ROUND) * LARGE_ROUND
         }
@@ -124,7 +130,10 @@ impl Policy for BestFit {
 
     fn insert(&mut self, arena: &Arena, block: BlockId) {
         let b = &arena.blocks[block];
-        let bins = self.streams.entry(arena.stream_of(block)).or_insert_with(StreamBins::new);
+        let bins = self
+            .streams
+            .entry(arena.stream_of(block))
+            .or_insert_with(StreamBins::new);
         let bin = bin_of(b.size);
         bins.bins[bin].insert((b.size, b.addr, block));
         bins.mark(bin);
@@ -141,6 +150,10 @@ impl Policy for BestFit {
 
     fn should_split(&self, block_size: usize, size: usize) -> bool {
         block_size - size >= ALIGN && block_size < self.max_split
+    }
+
+    fn release_before_grow(&self) -> bool {
+        true
     }
 
     fn pool_name(&self, size: usize) -> &'static str {
@@ -164,7 +177,11 @@ mod tests {
             assert!(bin >= last, "bin of {size} went down");
             last = bin;
         }
-        assert_ne!(bin_of(1 << 20), bin_of((1 << 20) + (1 << 17)), "eight steps per power of two");
+        assert_ne!(
+            bin_of(1 << 20),
+            bin_of((1 << 20) + (1 << 17)),
+            "eight steps per power of two"
+        );
         assert!(bin_of(usize::MAX) < BINS);
     }
 

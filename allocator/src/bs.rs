@@ -21,7 +21,9 @@ pub(crate) struct BinSize {
 
 impl BinSize {
     pub(crate) fn new() -> Self {
-        BinSize { bins: HashMap::new() }
+        BinSize {
+            bins: HashMap::new(),
+        }
     }
 }
 
@@ -87,7 +89,10 @@ mod tests {
         assert_eq!(bin_size(513), 1024);
         assert_eq!(bin_size(4096), 4096);
         assert_eq!(bin_size(4097), 5120);
-        assert_eq!(bin_size(51_380_224), 51_380_224 / (1 << 23) * (1 << 23) + (1 << 23));
+        assert_eq!(
+            bin_size(51_380_224),
+            51_380_224 / (1 << 23) * (1 << 23) + (1 << 23)
+        );
         for bytes in [700usize, 3000, 1 << 20 | 1, 77_777_777] {
             let b = bin_size(bytes);
             assert!(b >= bytes && (b - bytes) * 4 <= b, "{bytes} -> {b}");

@@ -13,7 +13,7 @@ use crate::arena::{Arena, BlockId, Use};
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::{human, Source};
-use crate::{Algorithm, AllocatorConfig, Allocation, DeviceAllocator, DeviceStats};
+use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats};
 
 /// A freed block waiting for events on the other streams that used it.
 struct PendingFree {
@@ -96,10 +96,16 @@ impl<P: Policy> State<P> {
         let mut i = 0;
         while i < self.pending.len() {
             let ready = if wait {
-                self.pending[i].events.iter().try_for_each(PooledEvent::synchronize)?;
+                self.pending[i]
+                    .events
+                    .iter()
+                    .try_for_each(PooledEvent::synchronize)?;
                 true
             } else {
-                self.pending[i].events.iter().try_fold(true, |all, e| Ok::<_, Error>(all && e.query()?))?
+                self.pending[i]
+                    .events
+                    .iter()
+                    .try_fold(true, |all, e| Ok::<_, Error>(all && e.query()?))?
             };
             if ready {
                 let done = self.pending.swap_remove(i);
@@ -138,6 +144,9 @@ impl<P: Policy> State<P> {
     /// A new segment for a block of `size`, with PyTorch's recovery ladder.
     fn grow(&mut self, size: usize, stream: Stream, requested: usize) -> Result<BlockId> {
         let seg = self.policy.segment_size(size);
+        if self.policy.release_before_grow() {
+            self.release_cached_segments(None)?;
+        }
         if let Some(t) = self.gc_threshold {
             let limit = (self.source.limit as f64 * t) as u64;
             if self.stats.reserved_bytes.current + seg as u64 > limit {
@@ -172,7 +181,10 @@ impl<P: Policy> State<P> {
 
     fn oom_error(&self, requested: usize, segment: usize, cause: &Error) -> Error {
         let s = &self.stats;
-        let free = self.source.vendor_free().map_or("unknown".to_owned(), human);
+        let free = self
+            .source
+            .vendor_free()
+            .map_or("unknown".to_owned(), human);
         Error::new(
             ErrorKind::OutOfMemory,
             format!(
@@ -236,7 +248,12 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         let (addr, size) = (b.addr, b.size);
         st.arena.in_use.insert(addr, block);
         st.stats.on_allocate(size, bytes);
-        Ok(Allocation { ptr: addr as *mut c_void, size: bytes, device: self.device, stream })
+        Ok(Allocation {
+            ptr: addr as *mut c_void,
+            size: bytes,
+            device: self.device,
+            stream,
+        })
     }
 
     fn free(&self, ptr: *mut c_void) -> Result<()> {
@@ -251,7 +268,10 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             }
         };
         st.arena.in_use.remove(&(ptr as usize));
-        let (size, requested) = (st.arena.blocks[block].size, st.arena.blocks[block].requested);
+        let (size, requested) = (
+            st.arena.blocks[block].size,
+            st.arena.blocks[block].requested,
+        );
         st.stats.on_free(size, requested);
         let others = std::mem::take(&mut st.arena.blocks[block].other_streams);
         if others.is_empty() {
@@ -281,7 +301,9 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 )))
             }
         };
-        if st.arena.stream_of(block) != stream && !st.arena.blocks[block].other_streams.contains(&stream) {
+        if st.arena.stream_of(block) != stream
+            && !st.arena.blocks[block].other_streams.contains(&stream)
+        {
             st.arena.blocks[block].other_streams.push(stream);
         }
         Ok(())
@@ -317,7 +339,12 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                         Use::Allocated => BlockState::Allocated,
                         Use::Pending => BlockState::Pending,
                     };
-                    blocks.push(BlockInfo { address: b.addr, size: b.size, state, requested: b.requested });
+                    blocks.push(BlockInfo {
+                        address: b.addr,
+                        size: b.size,
+                        state,
+                        requested: b.requested,
+                    });
                     at = b.next;
                 }
                 SegmentInfo {

@@ -29,7 +29,12 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// Every algorithm.
-    pub const ALL: [Algorithm; 4] = [Algorithm::Torch, Algorithm::BestFit, Algorithm::BinSize, Algorithm::Raw];
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Torch,
+        Algorithm::BestFit,
+        Algorithm::BinSize,
+        Algorithm::Raw,
+    ];
 
     /// The default algorithm (see docs/allocator.md for the measurements).
     pub const DEFAULT: Algorithm = Algorithm::BestFit;
@@ -176,7 +181,11 @@ impl AllocatorConfig {
 
     /// `size` rounded up by `roundup_power2_divisions` (unchanged when off).
     pub fn round_power2_divisions(&self, size: usize) -> usize {
-        let Some(&(_, divisions)) = self.roundup_power2_divisions.iter().find(|(bound, _)| size <= *bound) else {
+        let Some(&(_, divisions)) = self
+            .roundup_power2_divisions
+            .iter()
+            .find(|(bound, _)| size <= *bound)
+        else {
             return size;
         };
         if divisions <= 1 || size <= 512 {
@@ -192,7 +201,10 @@ impl AllocatorConfig {
 }
 
 fn bad(key: &str, value: &str, hint: &str) -> Error {
-    Error::new(ErrorKind::InvalidConfig, format!("bad value {value:?} for `{key}`: {hint}"))
+    Error::new(
+        ErrorKind::InvalidConfig,
+        format!("bad value {value:?} for `{key}`: {hint}"),
+    )
 }
 
 /// Splits on commas outside `[...]`.
@@ -216,7 +228,10 @@ fn split_top_level(text: &str) -> Vec<&str> {
 /// `8` (every size) or `[256:1,512:2,>:8]` (per size class in MiB, `>` for the rest).
 fn parse_divisions(key: &str, value: &str) -> Result<Vec<(usize, usize)>> {
     let number = |v: &str| -> Result<usize> {
-        let n: usize = v.trim().parse().map_err(|_| bad(key, value, "divisions are powers of two"))?;
+        let n: usize = v
+            .trim()
+            .parse()
+            .map_err(|_| bad(key, value, "divisions are powers of two"))?;
         if n == 0 || !n.is_power_of_two() {
             return Err(bad(key, value, "divisions are powers of two"));
         }
@@ -258,9 +273,15 @@ mod tests {
         assert!(c.expandable_segments);
         assert_eq!(c.max_split_size, Some(64 << 20));
         assert_eq!(c.garbage_collection_threshold, Some(0.8));
-        assert_eq!(c.roundup_power2_divisions, vec![(256 << 20, 1), (512 << 20, 2), (usize::MAX, 8)]);
+        assert_eq!(
+            c.roundup_power2_divisions,
+            vec![(256 << 20, 1), (512 << 20, 2), (usize::MAX, 8)]
+        );
         assert_eq!(c.per_process_memory_fraction, 0.5);
-        assert_eq!(AllocatorConfig::parse("").unwrap(), AllocatorConfig::default());
+        assert_eq!(
+            AllocatorConfig::parse("").unwrap(),
+            AllocatorConfig::default()
+        );
     }
 
     #[test]
@@ -268,8 +289,14 @@ mod tests {
         for (text, key) in [
             ("max_split_size_mb:abc", "max_split_size_mb"),
             ("expandable_segments:yes", "expandable_segments"),
-            ("garbage_collection_threshold:1.5", "garbage_collection_threshold"),
-            ("per_process_memory_fraction:0", "per_process_memory_fraction"),
+            (
+                "garbage_collection_threshold:1.5",
+                "garbage_collection_threshold",
+            ),
+            (
+                "per_process_memory_fraction:0",
+                "per_process_memory_fraction",
+            ),
             ("roundup_power2_divisions:3", "roundup_power2_divisions"),
             ("roundup_power2_divisions:[x:2]", "roundup_power2_divisions"),
             ("colour:blue", "colour"),
@@ -284,15 +311,25 @@ mod tests {
     fn power2_divisions_round_like_pytorch() {
         let c = AllocatorConfig::parse("roundup_power2_divisions:4").unwrap();
         assert_eq!(c.round_power2_divisions(1 << 20), 1 << 20);
-        assert_eq!(c.round_power2_divisions((1 << 20) + 1), (1 << 20) + (1 << 18));
+        assert_eq!(
+            c.round_power2_divisions((1 << 20) + 1),
+            (1 << 20) + (1 << 18)
+        );
         assert_eq!(c.round_power2_divisions(1300 << 10), 1536 << 10);
-        assert_eq!(AllocatorConfig::default().round_power2_divisions(12345), 12345);
+        assert_eq!(
+            AllocatorConfig::default().round_power2_divisions(12345),
+            12345
+        );
     }
 
     #[test]
     fn algorithms_parse_by_dipu_name() {
         assert_eq!("bf".parse::<Algorithm>().unwrap(), Algorithm::BestFit);
         assert_eq!("TORCH".parse::<Algorithm>().unwrap(), Algorithm::Torch);
-        assert!("XYZ".parse::<Algorithm>().unwrap_err().message().contains("TORCH, BF, BS or RAW"));
+        assert!("XYZ"
+            .parse::<Algorithm>()
+            .unwrap_err()
+            .message()
+            .contains("TORCH, BF, BS or RAW"));
     }
 }

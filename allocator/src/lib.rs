@@ -113,8 +113,20 @@ pub fn new_device_allocator(
     let source = source::Source::new(ctx, device, config.per_process_memory_fraction)?;
     Ok(match algorithm {
         Algorithm::Raw => Box::new(raw::RawAllocator::new(source)),
-        Algorithm::BinSize => Box::new(caching::CachingAllocator::new(bs::BinSize::new(), source, config)),
-        Algorithm::BestFit => Box::new(caching::CachingAllocator::new(bf::BestFit::new(config), source, config)),
-        Algorithm::Torch => Box::new(caching::CachingAllocator::new(torch::TorchPolicy::new(config), source, config)),
+        Algorithm::BinSize => Box::new(caching::CachingAllocator::new(
+            bs::BinSize::new(),
+            source,
+            config,
+        )),
+        Algorithm::BestFit => Box::new(caching::CachingAllocator::new(
+            bf::BestFit::new(config),
+            source,
+            config,
+        )),
+        Algorithm::Torch => Box::new(caching::CachingAllocator::new(
+            torch::TorchPolicy::new(config),
+            source,
+            config,
+        )),
     })
 }

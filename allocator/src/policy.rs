@@ -37,6 +37,13 @@ pub(crate) trait Policy: Send + 'static {
         true
     }
 
+    /// Whether a miss first gives cached, wholly free segments back to the
+    /// vendor (they could not serve the request) before growing, trading
+    /// vendor calls for a lower peak of reserved memory.
+    fn release_before_grow(&self) -> bool {
+        false
+    }
+
     /// The pool a segment of `size` belongs to, for snapshots.
     fn pool_name(&self, size: usize) -> &'static str;
 }

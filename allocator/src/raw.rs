@@ -35,7 +35,11 @@ impl RawAllocator {
     pub(crate) fn new(source: Source) -> Self {
         RawAllocator {
             device: source.device,
-            state: Mutex::new(State { source, live: HashMap::new(), stats: DeviceStats::default() }),
+            state: Mutex::new(State {
+                source,
+                live: HashMap::new(),
+                stats: DeviceStats::default(),
+            }),
         }
     }
 }
@@ -58,15 +62,35 @@ impl DeviceAllocator for RawAllocator {
             )));
         }
         if bytes == 0 {
-            return Ok(Allocation { ptr: std::ptr::null_mut(), size: 0, device: self.device, stream });
+            return Ok(Allocation {
+                ptr: std::ptr::null_mut(),
+                size: 0,
+                device: self.device,
+                stream,
+            });
         }
         let mut st = self.state.lock();
         let reserved = st.stats.reserved_bytes.current;
-        let ptr = st.source.malloc(bytes, reserved).inspect_err(|_| st.stats.num_ooms += 1)?;
+        let ptr = st
+            .source
+            .malloc(bytes, reserved)
+            .inspect_err(|_| st.stats.num_ooms += 1)?;
         st.stats.on_segment_created(bytes);
         st.stats.on_allocate(bytes, bytes);
-        st.live.insert(ptr as usize, Live { size: bytes, stream, other_streams: Vec::new() });
-        Ok(Allocation { ptr, size: bytes, device: self.device, stream })
+        st.live.insert(
+            ptr as usize,
+            Live {
+                size: bytes,
+                stream,
+                other_streams: Vec::new(),
+            },
+        );
+        Ok(Allocation {
+            ptr,
+            size: bytes,
+            device: self.device,
+            stream,
+        })
     }
 
     fn free(&self, ptr: *mut c_void) -> Result<()> {
@@ -127,7 +151,12 @@ impl DeviceAllocator for RawAllocator {
                 size: live.size,
                 stream: live.stream.id().as_u32(),
                 pool: "raw".to_owned(),
-                blocks: vec![BlockInfo { address, size: live.size, state: BlockState::Allocated, requested: live.size }],
+                blocks: vec![BlockInfo {
+                    address,
+                    size: live.size,
+                    state: BlockState::Allocated,
+                    requested: live.size,
+                }],
             })
             .collect();
         segments.sort_by_key(|s| s.address);

@@ -43,14 +43,21 @@ impl Trace {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let bad = || Error::new(ErrorKind::InvalidArgument, format!("trace line {}: cannot read {line:?}", n + 1));
+            let bad = || {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("trace line {}: cannot read {line:?}", n + 1),
+                )
+            };
             let mut words = line.split_whitespace();
             let event = match (words.next(), words.next(), words.next(), words.next()) {
                 (Some("a"), Some(id), Some(bytes), None) => TraceEvent::Allocate {
                     id: id.parse().map_err(|_| bad())?,
                     bytes: bytes.parse().map_err(|_| bad())?,
                 },
-                (Some("f"), Some(id), None, None) => TraceEvent::Free { id: id.parse().map_err(|_| bad())? },
+                (Some("f"), Some(id), None, None) => TraceEvent::Free {
+                    id: id.parse().map_err(|_| bad())?,
+                },
                 _ => return Err(bad()),
             };
             events.push(event);
@@ -131,13 +138,15 @@ pub fn replay(
                     alloc.record_stream(a.ptr, streams[(i + 1) % streams.len()])?;
                 }
                 if live.insert(id, a.ptr).is_some() {
-                    return Err(Error::invalid_argument(format!("trace allocates block {id} twice")));
+                    return Err(Error::invalid_argument(format!(
+                        "trace allocates block {id} twice"
+                    )));
                 }
             }
             TraceEvent::Free { id } => {
-                let ptr = live
-                    .remove(&id)
-                    .ok_or_else(|| Error::invalid_argument(format!("trace frees unknown block {id}")))?;
+                let ptr = live.remove(&id).ok_or_else(|| {
+                    Error::invalid_argument(format!("trace frees unknown block {id}"))
+                })?;
                 let start = Instant::now();
                 alloc.free(ptr)?;
                 free_time += start.elapsed();

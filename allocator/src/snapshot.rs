@@ -128,8 +128,18 @@ mod tests {
                 stream: 0,
                 pool: "large".into(),
                 blocks: vec![
-                    BlockInfo { address: 4096, size: 512, state: BlockState::Allocated, requested: 500 },
-                    BlockInfo { address: 4608, size: 512, state: BlockState::Free, requested: 0 },
+                    BlockInfo {
+                        address: 4096,
+                        size: 512,
+                        state: BlockState::Allocated,
+                        requested: 500,
+                    },
+                    BlockInfo {
+                        address: 4608,
+                        size: 512,
+                        state: BlockState::Free,
+                        requested: 0,
+                    },
                 ],
             }],
         };
@@ -139,6 +149,9 @@ mod tests {
              {\"address\":4096,\"size\":512,\"state\":\"allocated\",\"requested\":500},\
              {\"address\":4608,\"size\":512,\"state\":\"free\",\"requested\":0}]}]}"
         );
-        assert_eq!((snap.reserved(), snap.bytes_in(BlockState::Free)), (1024, 512));
+        assert_eq!(
+            (snap.reserved(), snap.bytes_in(BlockState::Free)),
+            (1024, 512)
+        );
     }
 }

@@ -21,7 +21,12 @@ impl Source {
     /// The source for `device`, limited to `fraction` of its memory.
     pub(crate) fn new(ctx: &'static DeviceContext, device: i32, fraction: f64) -> Result<Source> {
         let total = ctx.api().device_properties(device)?.total_memory;
-        let mut source = Source { ctx, device, total, limit: total };
+        let mut source = Source {
+            ctx,
+            device,
+            total,
+            limit: total,
+        };
         source.set_fraction(fraction)?;
         Ok(source)
     }

@@ -141,13 +141,25 @@ mod tests {
         s.increase(10);
         s.increase(5);
         s.decrease(12);
-        assert_eq!(s, Stat { current: 3, peak: 15, allocated: 15, freed: 12 });
+        assert_eq!(
+            s,
+            Stat {
+                current: 3,
+                peak: 15,
+                allocated: 15,
+                freed: 12
+            }
+        );
         s.reset_peak();
         assert_eq!(s.peak, 3);
         let mut d = DeviceStats::default();
         d.on_allocate(512, 500);
         d.on_free(512, 500);
-        assert_eq!((d.allocated_bytes.current, d.active_bytes.current), (0, 512), "still active until reusable");
+        assert_eq!(
+            (d.allocated_bytes.current, d.active_bytes.current),
+            (0, 512),
+            "still active until reusable"
+        );
         d.on_inactive(512);
         assert_eq!(d.active_bytes.current, 0);
         assert_eq!(d.requested_bytes.peak, 500);

@@ -76,7 +76,11 @@ impl Policy for TorchPolicy {
     }
 
     fn take(&mut self, _arena: &Arena, size: usize, stream: Stream) -> Option<BlockId> {
-        let pool = if size <= SMALL_REQUEST { &mut self.small } else { &mut self.large };
+        let pool = if size <= SMALL_REQUEST {
+            &mut self.small
+        } else {
+            &mut self.large
+        };
         let free = pool.get_mut(&stream)?;
         let entry = *free.range((size, 0, 0)..).next()?;
         let block_size = entry.0;
@@ -93,7 +97,10 @@ impl Policy for TorchPolicy {
     fn insert(&mut self, arena: &Arena, block: BlockId) {
         let key = (arena.blocks[block].size, arena.blocks[block].addr, block);
         let stream = arena.stream_of(block);
-        self.pool_of(arena, block).entry(stream).or_default().insert(key);
+        self.pool_of(arena, block)
+            .entry(stream)
+            .or_default()
+            .insert(key);
     }
 
     fn remove(&mut self, arena: &Arena, block: BlockId) {
@@ -136,8 +143,14 @@ mod tests {
         assert_eq!(p.segment_size(10 << 20), 10 << 20);
         assert_eq!(p.segment_size((10 << 20) + 512), 12 << 20);
         assert!(p.should_split(2 << 20, 1 << 20));
-        assert!(!p.should_split(20 << 20, (19 << 20) + 512), "large keeps a remainder of 1 MiB or less");
+        assert!(
+            !p.should_split(20 << 20, (19 << 20) + 512),
+            "large keeps a remainder of 1 MiB or less"
+        );
         let limited = TorchPolicy::new(&AllocatorConfig::parse("max_split_size_mb:64").unwrap());
-        assert!(!limited.should_split(100 << 20, 70 << 20), "requests over max_split_size are not split");
+        assert!(
+            !limited.should_split(100 << 20, 70 << 20),
+            "requests over max_split_size are not split"
+        );
     }
 }

@@ -3,12 +3,18 @@
 use std::sync::Arc;
 
 use dipu_allocator::replay::{replay, Trace};
-use dipu_allocator::{new_device_allocator, Algorithm, AllocatorConfig, BlockState, DeviceAllocator};
+use dipu_allocator::{
+    new_device_allocator, Algorithm, AllocatorConfig, BlockState, DeviceAllocator,
+};
 use dipu_stream::DeviceContext;
 use dipu_vendor_host::{HostConfig, HostVendor};
 
 fn trace() -> Trace {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/traces/resnet18.trace")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/resnet18.trace"
+    ))
+    .unwrap();
     Trace::parse(&text).unwrap()
 }
 
@@ -16,10 +22,15 @@ fn trace() -> Trace {
 fn accounted(alloc: &dyn DeviceAllocator) -> dipu_deviceapi::Result<()> {
     let snap = alloc.snapshot();
     let stats = alloc.stats();
-    let parts = snap.bytes_in(BlockState::Free) + snap.bytes_in(BlockState::Allocated) + snap.bytes_in(BlockState::Pending);
+    let parts = snap.bytes_in(BlockState::Free)
+        + snap.bytes_in(BlockState::Allocated)
+        + snap.bytes_in(BlockState::Pending);
     assert_eq!(snap.reserved() as u64, stats.reserved_bytes.current);
     assert_eq!(parts, snap.reserved());
-    assert_eq!(snap.bytes_in(BlockState::Allocated) as u64, stats.allocated_bytes.current);
+    assert_eq!(
+        snap.bytes_in(BlockState::Allocated) as u64,
+        stats.allocated_bytes.current
+    );
     Ok(())
 }
 
@@ -30,8 +41,11 @@ fn resnet18_replays_through_every_algorithm() {
     let trace = trace();
     for algorithm in Algorithm::ALL {
         for streams in [1usize, 3] {
-            let alloc = new_device_allocator(ctx, 0, algorithm, &AllocatorConfig::default()).unwrap();
-            let pool: Vec<_> = (0..streams).map(|_| ctx.stream_from_pool(0, false).unwrap()).collect();
+            let alloc =
+                new_device_allocator(ctx, 0, algorithm, &AllocatorConfig::default()).unwrap();
+            let pool: Vec<_> = (0..streams)
+                .map(|_| ctx.stream_from_pool(0, false).unwrap())
+                .collect();
             let mut step = 0usize;
             let report = replay(&trace, alloc.as_ref(), &pool, |a| {
                 step += 1;
@@ -59,9 +73,18 @@ fn resnet18_replays_through_every_algorithm() {
             }
             alloc.empty_cache().unwrap();
             let stats = alloc.stats();
-            assert_eq!(stats.allocated_bytes.current, 0, "{algorithm}: every block returned");
-            assert_eq!(stats.active_bytes.current, 0, "{algorithm}: nothing pending after sync");
-            assert_eq!(stats.reserved_bytes.current, 0, "{algorithm}: empty_cache returns every segment");
+            assert_eq!(
+                stats.allocated_bytes.current, 0,
+                "{algorithm}: every block returned"
+            );
+            assert_eq!(
+                stats.active_bytes.current, 0,
+                "{algorithm}: nothing pending after sync"
+            );
+            assert_eq!(
+                stats.reserved_bytes.current, 0,
+                "{algorithm}: empty_cache returns every segment"
+            );
         }
     }
 }
