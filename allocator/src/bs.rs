@@ -74,6 +74,10 @@ impl Policy for BinSize {
         false
     }
 
+    fn splits(&self) -> bool {
+        false
+    }
+
     fn pool_name(&self, _size: usize) -> &'static str {
         "bin"
     }

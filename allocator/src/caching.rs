@@ -10,6 +10,7 @@ use dipu_stream::{PooledEvent, Stream};
 use parking_lot::Mutex;
 
 use crate::arena::{Arena, BlockId, Use};
+use crate::expandable::Expandables;
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::{human, Source};
@@ -28,6 +29,7 @@ struct State<P> {
     pending: Vec<PendingFree>,
     source: Source,
     gc_threshold: Option<f64>,
+    expandable: Option<Expandables>,
 }
 
 /// A caching device allocator for one device, over policy `P`.
@@ -37,8 +39,22 @@ pub(crate) struct CachingAllocator<P: Policy> {
 }
 
 impl<P: Policy> CachingAllocator<P> {
-    pub(crate) fn new(policy: P, source: Source, config: &AllocatorConfig) -> Self {
-        CachingAllocator {
+    pub(crate) fn new(policy: P, source: Source, config: &AllocatorConfig) -> Result<Self> {
+        let expandable = if config.expandable_segments {
+            if !policy.splits() {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!(
+                        "expandable_segments works with the TORCH and BF algorithms, not {}",
+                        policy.algorithm()
+                    ),
+                ));
+            }
+            Some(Expandables::new(source.ctx, source.device, source.limit)?)
+        } else {
+            None
+        };
+        Ok(CachingAllocator {
             device: source.device,
             state: Mutex::new(State {
                 policy,
@@ -47,8 +63,9 @@ impl<P: Policy> CachingAllocator<P> {
                 pending: Vec::new(),
                 source,
                 gc_threshold: config.garbage_collection_threshold,
+                expandable,
             }),
-        }
+        })
     }
 }
 
@@ -73,13 +90,18 @@ impl<P: Policy> State<P> {
     }
 
     /// Makes a freed block reusable: merges it with free neighbours and indexes it.
-    fn release(&mut self, mut block: BlockId) {
+    fn release(&mut self, block: BlockId) {
         let (addr, size) = (self.arena.blocks[block].addr, self.arena.blocks[block].size);
         self.arena.in_use.remove(&addr);
         self.stats.on_inactive(size);
         self.arena.blocks[block].used = Use::Free;
         self.arena.blocks[block].requested = 0;
         self.arena.blocks[block].other_streams.clear();
+        self.merge_and_index(block);
+    }
+
+    /// Merges a free, unindexed block with its free neighbours and indexes it.
+    fn merge_and_index(&mut self, mut block: BlockId) {
         if self.policy.merges() {
             for neighbour in self.arena.free_neighbours(block).into_iter().flatten() {
                 self.policy.remove(&self.arena, neighbour);
@@ -88,6 +110,66 @@ impl<P: Policy> State<P> {
             }
         }
         self.index(block);
+    }
+
+    /// Unmaps the free granules of every expandable segment.
+    fn unmap_free_granules(&mut self) -> Result<()> {
+        if let Some(exp) = self.expandable.as_mut() {
+            let bytes = exp.unmap_free_all(&self.arena)?;
+            let granularity = exp.vm.granularity;
+            self.stats.reserved_bytes.decrease(bytes as u64);
+            self.stats.num_device_free += (bytes / granularity) as u64;
+        }
+        Ok(())
+    }
+
+    /// Maps the granules an allocated block of an expandable segment
+    /// needs, unmapping free granules and retrying once when out of memory.
+    fn map_for(&mut self, block: BlockId) -> Result<()> {
+        let Some(exp) = self.expandable.as_mut() else {
+            return Ok(());
+        };
+        let (addr, size, segment) = {
+            let b = &self.arena.blocks[block];
+            (b.addr, b.size, b.segment)
+        };
+        let stream = self.arena.segments[segment].stream;
+        let vm = exp.vm;
+        let needs = match exp.by_stream.get(&stream).filter(|e| e.segment == segment) {
+            Some(seg) => vm.needs_mapping(seg, addr, size),
+            None => return Ok(()),
+        };
+        if !needs {
+            return Ok(());
+        }
+        if self.policy.release_before_grow() {
+            self.unmap_free_granules()?;
+        }
+        let mut retried = false;
+        loop {
+            let exp = self.expandable.as_mut().expect("checked above");
+            let seg = exp.by_stream.get_mut(&stream).expect("checked above");
+            match vm.map_range(seg, addr, size) {
+                Ok(bytes) => {
+                    self.stats.reserved_bytes.increase(bytes as u64);
+                    self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
+                    self.stats.num_alloc_retries += u64::from(retried);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::OutOfMemory && !retried => {
+                    retried = true;
+                    self.release_cached_segments(None)?;
+                    self.process_pending(true)?;
+                    self.stats.num_sync_all_streams += 1;
+                    self.release_cached_segments(None)?;
+                }
+                Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                    self.stats.num_ooms += 1;
+                    return Err(self.oom_error(size, size, &e));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Releases pending frees whose events have all completed (all of them,
@@ -124,9 +206,15 @@ impl<P: Policy> State<P> {
             .arena
             .segments
             .iter()
-            .map(|(_, s)| s)
-            .filter(|s| s.blocks == 1 && self.arena.blocks[s.first].used == Use::Free)
-            .map(|s| (s.born, s.first))
+            .filter(|(id, s)| {
+                s.blocks == 1
+                    && self.arena.blocks[s.first].used == Use::Free
+                    && !self
+                        .expandable
+                        .as_ref()
+                        .is_some_and(|e| e.is_expandable(*id))
+            })
+            .map(|(_, s)| (s.born, s.first))
             .collect();
         whole.sort_unstable();
         for (_, block) in whole {
@@ -138,11 +226,49 @@ impl<P: Policy> State<P> {
             self.source.free(addr)?;
             self.stats.on_segment_released(size);
         }
+        if keep_below.is_none() {
+            self.unmap_free_granules()?;
+            self.release_empty_reservations()?;
+        }
+        Ok(())
+    }
+
+    /// Gives back the address ranges of expandable segments that are wholly free and unmapped.
+    fn release_empty_reservations(&mut self) -> Result<()> {
+        let Some(exp) = self.expandable.as_mut() else {
+            return Ok(());
+        };
+        let empty: Vec<_> = exp
+            .by_stream
+            .iter()
+            .filter(|(_, e)| exp.mapped_bytes(e) == 0)
+            .map(|(stream, e)| (*stream, self.arena.segments[e.segment].first))
+            .filter(|(_, first)| {
+                self.arena.is_whole_segment(*first) && self.arena.blocks[*first].used == Use::Free
+            })
+            .collect();
+        for (stream, block) in empty {
+            self.policy.remove(&self.arena, block);
+            self.arena.remove_segment(block);
+            self.expandable
+                .as_mut()
+                .expect("checked above")
+                .free_reservation(stream)?;
+            self.stats.segment.decrease(1);
+        }
         Ok(())
     }
 
     /// A new segment for a block of `size`, with PyTorch's recovery ladder.
     fn grow(&mut self, size: usize, stream: Stream, requested: usize) -> Result<BlockId> {
+        if let Some(exp) = self.expandable.as_mut() {
+            if let Some(block) = exp.reserve(&mut self.arena, stream)? {
+                self.stats.segment.increase(1);
+                return Ok(block);
+            }
+            // The stream's range cannot serve this pool (TORCH's small
+            // requests): fall back to a regular segment.
+        }
         let seg = self.policy.segment_size(size);
         if self.policy.release_before_grow() {
             self.release_cached_segments(None)?;
@@ -242,8 +368,13 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             let rest = st.arena.split(block, size);
             st.index(rest);
         }
+        st.arena.blocks[block].used = Use::Allocated;
+        if let Err(e) = st.map_for(block) {
+            st.arena.blocks[block].used = Use::Free;
+            st.merge_and_index(block);
+            return Err(e);
+        }
         let b = &mut st.arena.blocks[block];
-        b.used = Use::Allocated;
         b.requested = bytes;
         let (addr, size) = (b.addr, b.size);
         st.arena.in_use.insert(addr, block);
@@ -329,7 +460,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             .arena
             .segments
             .iter()
-            .map(|(_, s)| {
+            .map(|(id, s)| {
                 let mut blocks = Vec::with_capacity(s.blocks);
                 let mut at = Some(s.first);
                 while let Some(id) = at {
@@ -347,12 +478,23 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                     });
                     at = b.next;
                 }
+                let expandable = st.expandable.as_ref().and_then(|e| {
+                    e.by_stream
+                        .get(&s.stream)
+                        .filter(|x| x.segment == id)
+                        .map(|x| e.mapped_bytes(x))
+                });
                 SegmentInfo {
                     device: self.device,
                     address: s.addr,
-                    size: s.size,
+                    size: expandable.unwrap_or(s.size),
                     stream: s.stream.id().as_u32(),
-                    pool: st.policy.pool_name(s.size).to_owned(),
+                    pool: if expandable.is_some() {
+                        "expandable"
+                    } else {
+                        st.policy.pool_name(s.size)
+                    }
+                    .to_owned(),
                     blocks,
                 }
             })

@@ -31,6 +31,8 @@ mod bf;
 mod bs;
 mod caching;
 mod config;
+mod expandable;
+mod host;
 mod policy;
 mod raw;
 pub mod replay;
@@ -45,6 +47,7 @@ use dipu_deviceapi::Result;
 use dipu_stream::{DeviceContext, Stream};
 
 pub use config::{Algorithm, AllocatorConfig, ENV_ALGORITHM, ENV_CONF, ENV_CONF_ALIAS};
+pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 pub use stats::{DeviceStats, Stat};
 
@@ -112,21 +115,27 @@ pub fn new_device_allocator(
 ) -> Result<Box<dyn DeviceAllocator>> {
     let source = source::Source::new(ctx, device, config.per_process_memory_fraction)?;
     Ok(match algorithm {
+        Algorithm::Raw if config.expandable_segments => {
+            return Err(dipu_deviceapi::Error::new(
+                dipu_deviceapi::ErrorKind::InvalidConfig,
+                "expandable_segments works with the TORCH and BF algorithms, not RAW",
+            ))
+        }
         Algorithm::Raw => Box::new(raw::RawAllocator::new(source)),
         Algorithm::BinSize => Box::new(caching::CachingAllocator::new(
             bs::BinSize::new(),
             source,
             config,
-        )),
+        )?),
         Algorithm::BestFit => Box::new(caching::CachingAllocator::new(
             bf::BestFit::new(config),
             source,
             config,
-        )),
+        )?),
         Algorithm::Torch => Box::new(caching::CachingAllocator::new(
             torch::TorchPolicy::new(config),
             source,
             config,
-        )),
+        )?),
     })
 }

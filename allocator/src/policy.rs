@@ -37,6 +37,11 @@ pub(crate) trait Policy: Send + 'static {
         true
     }
 
+    /// Whether blocks are split (expandable segments need it).
+    fn splits(&self) -> bool {
+        true
+    }
+
     /// Whether a miss first gives cached, wholly free segments back to the
     /// vendor (they could not serve the request) before growing, trading
     /// vendor calls for a lower peak of reserved memory.

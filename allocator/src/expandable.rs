@@ -1,0 +1,222 @@
+//! Expandable segments: one reserved address range per stream, backed by
+//! physical chunks mapped granule by granule as blocks need them, so a
+//! growing workload extends one segment instead of adding new ones, and
+//! free granules can be unmapped wherever they are.
+
+use std::collections::HashMap;
+
+use dipu_deviceapi::{Capabilities, Error, ErrorKind, PhysicalMemHandle, Result};
+use dipu_stream::{DeviceContext, DeviceGuard, Stream};
+
+use crate::arena::{Arena, BlockId, SegmentId, Use};
+
+/// One stream's reserved range and which of its granules are mapped.
+#[derive(Debug)]
+pub(crate) struct Expandable {
+    pub(crate) segment: SegmentId,
+    base: usize,
+    granules: Vec<Option<PhysicalMemHandle>>,
+}
+
+/// The vendor's virtual-memory calls for one device.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Vm {
+    ctx: &'static DeviceContext,
+    device: i32,
+    pub(crate) granularity: usize,
+}
+
+/// The expandable segments of one device allocator.
+#[derive(Debug)]
+pub(crate) struct Expandables {
+    pub(crate) vm: Vm,
+    /// Bytes of address space reserved per stream.
+    span: usize,
+    pub(crate) by_stream: HashMap<Stream, Expandable>,
+}
+
+impl Expandables {
+    /// Expandable segments over `ctx`'s vendor, each spanning `limit` bytes;
+    /// `Unsupported` when the vendor has no virtual-memory capability.
+    pub(crate) fn new(ctx: &'static DeviceContext, device: i32, limit: u64) -> Result<Expandables> {
+        if !ctx
+            .api()
+            .capabilities()
+            .contains(Capabilities::VIRTUAL_MEMORY)
+        {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "expandable_segments needs the vendor's virtual-memory capability, which `{}` lacks: \
+                     remove expandable_segments from DIPU_ALLOC_CONF",
+                    ctx.api().name()
+                ),
+            ));
+        }
+        let granularity = {
+            let _guard = DeviceGuard::new(ctx, device)?;
+            ctx.api().vmm_granularity()?
+        };
+        let span = (limit as usize).div_ceil(granularity) * granularity;
+        Ok(Expandables {
+            vm: Vm {
+                ctx,
+                device,
+                granularity,
+            },
+            span,
+            by_stream: HashMap::new(),
+        })
+    }
+
+    /// The stream's segment, reserving its address range on first use;
+    /// returns the segment's first block when it was just created.
+    pub(crate) fn reserve(&mut self, arena: &mut Arena, stream: Stream) -> Result<Option<BlockId>> {
+        if self.by_stream.contains_key(&stream) {
+            return Ok(None);
+        }
+        let base = {
+            let _guard = DeviceGuard::new(self.vm.ctx, self.vm.device)?;
+            self.vm.ctx.api().vmm_reserve(self.span)? as usize
+        };
+        let block = arena.add_segment(base, self.span, stream);
+        let granules = vec![None; self.span / self.vm.granularity];
+        self.by_stream.insert(
+            stream,
+            Expandable {
+                segment: arena.blocks[block].segment,
+                base,
+                granules,
+            },
+        );
+        Ok(Some(block))
+    }
+
+    /// Bytes mapped in the segment.
+    pub(crate) fn mapped_bytes(&self, seg: &Expandable) -> usize {
+        seg.granules.iter().filter(|g| g.is_some()).count() * self.vm.granularity
+    }
+
+    /// The segment numbers of every expandable segment.
+    pub(crate) fn is_expandable(&self, segment: SegmentId) -> bool {
+        self.by_stream.values().any(|e| e.segment == segment)
+    }
+
+    /// Returns the whole reservation of a segment with nothing mapped.
+    pub(crate) fn free_reservation(&mut self, stream: Stream) -> Result<()> {
+        if let Some(seg) = self.by_stream.remove(&stream) {
+            let _guard = DeviceGuard::new(self.vm.ctx, self.vm.device)?;
+            // SAFETY: the range is our own reservation and nothing is mapped in it.
+            unsafe {
+                self.vm
+                    .ctx
+                    .api()
+                    .vmm_free_reservation(seg.base as *mut std::ffi::c_void, self.span)
+            }?;
+        }
+        Ok(())
+    }
+
+    /// Unmaps the free granules of every segment; returns the bytes.
+    pub(crate) fn unmap_free_all(&mut self, arena: &Arena) -> Result<usize> {
+        let vm = self.vm;
+        let mut total = 0;
+        for seg in self.by_stream.values_mut() {
+            total += vm.unmap_free(arena, seg)?;
+        }
+        Ok(total)
+    }
+}
+
+impl Vm {
+    /// Maps every unmapped granule touching `[addr, addr + size)`; returns
+    /// the bytes newly mapped. On failure nothing new stays mapped.
+    pub(crate) fn map_range(
+        &self,
+        seg: &mut Expandable,
+        addr: usize,
+        size: usize,
+    ) -> Result<usize> {
+        let (first, last) = self.granules_touching(seg, addr, size);
+        let _guard = DeviceGuard::new(self.ctx, self.device)?;
+        let api = self.ctx.api();
+        let mut mapped = Vec::new();
+        for g in first..last {
+            if seg.granules[g].is_some() {
+                continue;
+            }
+            let at = (seg.base + g * self.granularity) as *mut std::ffi::c_void;
+            let result = api.vmm_create(self.granularity).and_then(|h| {
+                // SAFETY: `at` is a granule of our own reservation and is unmapped.
+                match unsafe { api.vmm_map(at, self.granularity, h) } {
+                    Ok(()) => Ok(h),
+                    Err(e) => {
+                        // SAFETY: `h` was just created and is not mapped.
+                        let _ = unsafe { api.vmm_release(h) };
+                        Err(e)
+                    }
+                }
+            });
+            match result {
+                Ok(h) => {
+                    seg.granules[g] = Some(h);
+                    mapped.push(g);
+                }
+                Err(e) => {
+                    for g in mapped {
+                        self.unmap_granule(seg, g)?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(mapped.len() * self.granularity)
+    }
+
+    /// Whether a granule touching `[addr, addr + size)` is unmapped.
+    pub(crate) fn needs_mapping(&self, seg: &Expandable, addr: usize, size: usize) -> bool {
+        let (first, last) = self.granules_touching(seg, addr, size);
+        seg.granules[first..last].iter().any(Option::is_none)
+    }
+
+    /// Unmaps the granules lying wholly inside free blocks of the segment;
+    /// returns the bytes unmapped.
+    pub(crate) fn unmap_free(&self, arena: &Arena, seg: &mut Expandable) -> Result<usize> {
+        let mut unmapped = 0;
+        let mut at = Some(arena.segments[seg.segment].first);
+        while let Some(id) = at {
+            let b = &arena.blocks[id];
+            if b.used == Use::Free {
+                let first = (b.addr - seg.base).div_ceil(self.granularity);
+                let last = (b.addr + b.size - seg.base) / self.granularity;
+                for g in first..last.max(first) {
+                    if seg.granules[g].is_some() {
+                        self.unmap_granule(seg, g)?;
+                        unmapped += self.granularity;
+                    }
+                }
+            }
+            at = b.next;
+        }
+        Ok(unmapped)
+    }
+
+    fn unmap_granule(&self, seg: &mut Expandable, g: usize) -> Result<()> {
+        let Some(handle) = seg.granules[g].take() else {
+            return Ok(());
+        };
+        let _guard = DeviceGuard::new(self.ctx, self.device)?;
+        let at = (seg.base + g * self.granularity) as *mut std::ffi::c_void;
+        // SAFETY: granule `g` is mapped with `handle` and no block in use lies on it.
+        unsafe {
+            self.ctx.api().vmm_unmap(at, self.granularity)?;
+            self.ctx.api().vmm_release(handle)
+        }
+    }
+
+    fn granules_touching(&self, seg: &Expandable, addr: usize, size: usize) -> (usize, usize) {
+        let first = (addr - seg.base) / self.granularity;
+        let last = (addr + size - seg.base).div_ceil(self.granularity);
+        (first, last)
+    }
+}
