@@ -24,7 +24,7 @@ cargo test --workspace --locked
 
 step "loom models (separate target dir, preemption bound 2)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-  cargo test --release --locked --target-dir target/loom -p dipu-stream -p dipu-generator --lib loom
+  cargo test --release --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator --lib loom
 
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest

@@ -10,23 +10,18 @@ use dipu_stream::{PooledEvent, Stream};
 use parking_lot::Mutex;
 
 use crate::arena::{Arena, BlockId, Use};
+use crate::deferred::Deferred;
 use crate::expandable::Expandables;
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::{human, Source};
 use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats};
 
-/// A freed block waiting for events on the other streams that used it.
-struct PendingFree {
-    block: BlockId,
-    events: Vec<PooledEvent>,
-}
-
 struct State<P> {
     policy: P,
     arena: Arena,
     stats: DeviceStats,
-    pending: Vec<PendingFree>,
+    pending: Deferred<BlockId, PooledEvent>,
     source: Source,
     gc_threshold: Option<f64>,
     expandable: Option<Expandables>,
@@ -60,7 +55,7 @@ impl<P: Policy> CachingAllocator<P> {
                 policy,
                 arena: Arena::default(),
                 stats: DeviceStats::default(),
-                pending: Vec::new(),
+                pending: Deferred::new(),
                 source,
                 gc_threshold: config.garbage_collection_threshold,
                 expandable,
@@ -175,26 +170,8 @@ impl<P: Policy> State<P> {
     /// Releases pending frees whose events have all completed (all of them,
     /// waiting, when `wait`).
     fn process_pending(&mut self, wait: bool) -> Result<()> {
-        let mut i = 0;
-        while i < self.pending.len() {
-            let ready = if wait {
-                self.pending[i]
-                    .events
-                    .iter()
-                    .try_for_each(PooledEvent::synchronize)?;
-                true
-            } else {
-                self.pending[i]
-                    .events
-                    .iter()
-                    .try_fold(true, |all, e| Ok::<_, Error>(all && e.query()?))?
-            };
-            if ready {
-                let done = self.pending.swap_remove(i);
-                self.release(done.block);
-            } else {
-                i += 1;
-            }
+        for block in self.pending.take_ready(wait)? {
+            self.release(block);
         }
         Ok(())
     }
@@ -417,7 +394,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         }
         st.arena.blocks[block].used = Use::Pending;
         st.arena.in_use.insert(ptr as usize, block);
-        st.pending.push(PendingFree { block, events });
+        st.pending.push(block, events);
         Ok(())
     }
 

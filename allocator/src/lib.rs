@@ -31,6 +31,7 @@ mod bf;
 mod bs;
 mod caching;
 mod config;
+mod deferred;
 mod expandable;
 mod host;
 mod policy;
