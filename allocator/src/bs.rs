@@ -33,7 +33,7 @@ pub(crate) fn bin_size(bytes: usize) -> usize {
         return MIN_BLOCK;
     }
     let floor = 1usize << (usize::BITS - 1 - bytes.leading_zeros());
-    let step = (floor / STEPS).max(MIN_BLOCK);
+    let step = floor / STEPS;
     bytes.div_ceil(step) * step
 }
 
@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn bins_waste_at_most_a_quarter() {
         assert_eq!(bin_size(1), 512);
-        assert_eq!(bin_size(513), 1024);
+        assert_eq!(bin_size(513), 640);
         assert_eq!(bin_size(4096), 4096);
         assert_eq!(bin_size(4097), 5120);
         assert_eq!(

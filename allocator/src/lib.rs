@@ -32,6 +32,7 @@ mod bs;
 mod caching;
 mod config;
 mod deferred;
+mod devices;
 mod expandable;
 mod host;
 mod policy;
@@ -48,6 +49,7 @@ use dipu_deviceapi::Result;
 use dipu_stream::{DeviceContext, Stream};
 
 pub use config::{Algorithm, AllocatorConfig, ENV_ALGORITHM, ENV_CONF, ENV_CONF_ALIAS};
+pub use devices::DeviceAllocators;
 pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 pub use stats::{DeviceStats, Stat};

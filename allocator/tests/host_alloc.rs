@@ -77,8 +77,8 @@ fn bs_reuses_blocks_of_the_same_bin() {
     assert_eq!(s.num_device_alloc, 2);
     assert_eq!(
         s.allocated_bytes.current,
-        1024 + 1536,
-        "bins step by 512 at least"
+        1024 + 1280,
+        "bins step by a quarter of the power of two"
     );
     alloc.free(b).unwrap();
     alloc.free(c).unwrap();
