@@ -14,7 +14,7 @@ use crate::deferred::Deferred;
 use crate::expandable::Expandables;
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
-use crate::source::{human, Source};
+use crate::source::Source;
 use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats};
 
 struct State<P> {
@@ -284,28 +284,12 @@ impl<P: Policy> State<P> {
 
     fn oom_error(&self, requested: usize, segment: usize, cause: &Error) -> Error {
         let s = &self.stats;
-        let free = self
-            .source
-            .vendor_free()
-            .map_or("unknown".to_owned(), human);
-        Error::new(
-            ErrorKind::OutOfMemory,
-            format!(
-                "device {} out of memory: tried to allocate {} (a {} segment); device total {}, \
-                 reserved by this allocator {}, allocated {}, free on the device {}, process limit {} \
-                 ({}). If reserved is much larger than allocated, memory is fragmented: try \
-                 DIPU_ALLOC_CONF=expandable_segments:True or max_split_size_mb; \
-                 per_process_memory_fraction raises or lowers the limit",
-                self.source.device,
-                human(requested as u64),
-                human(segment as u64),
-                human(self.source.total),
-                human(s.reserved_bytes.current),
-                human(s.allocated_bytes.current),
-                free,
-                human(self.source.limit),
-                cause.message()
-            ),
+        self.source.oom_error(
+            requested,
+            segment,
+            s.reserved_bytes.current,
+            s.allocated_bytes.current,
+            cause,
         )
     }
 }
@@ -326,6 +310,14 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 stream.device(),
                 self.device
             )));
+        }
+        if bytes == 0 {
+            return Ok(Allocation {
+                ptr: std::ptr::null_mut(),
+                size: 0,
+                device: self.device,
+                stream,
+            });
         }
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -365,6 +357,9 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     }
 
     fn free(&self, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
         let mut st = self.state.lock();
         let block = match st.arena.in_use.get(&(ptr as usize)) {
             Some(&b) if st.arena.blocks[b].used == Use::Allocated => b,

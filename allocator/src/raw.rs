@@ -71,10 +71,14 @@ impl DeviceAllocator for RawAllocator {
         }
         let mut st = self.state.lock();
         let reserved = st.stats.reserved_bytes.current;
-        let ptr = st
-            .source
-            .malloc(bytes, reserved)
-            .inspect_err(|_| st.stats.num_ooms += 1)?;
+        let ptr = st.source.malloc(bytes, reserved).map_err(|e| {
+            if e.kind() != dipu_deviceapi::ErrorKind::OutOfMemory {
+                return e;
+            }
+            st.stats.num_ooms += 1;
+            let allocated = st.stats.allocated_bytes.current;
+            st.source.oom_error(bytes, bytes, reserved, allocated, &e)
+        })?;
         st.stats.on_segment_created(bytes);
         st.stats.on_allocate(bytes, bytes);
         st.live.insert(

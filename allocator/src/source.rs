@@ -72,6 +72,40 @@ impl Source {
     }
 }
 
+impl Source {
+    /// The out-of-memory error every algorithm reports: what was asked, what
+    /// the device and this allocator hold, and which option might help.
+    pub(crate) fn oom_error(
+        &self,
+        requested: usize,
+        segment: usize,
+        reserved: u64,
+        allocated: u64,
+        cause: &Error,
+    ) -> Error {
+        let free = self.vendor_free().map_or("unknown".to_owned(), human);
+        Error::new(
+            ErrorKind::OutOfMemory,
+            format!(
+                "device {} out of memory: tried to allocate {} (a {} segment); device total {}, \
+                 reserved by this allocator {}, allocated {}, free on the device {}, process limit {} \
+                 ({}). If reserved is much larger than allocated, memory is fragmented: try \
+                 DIPU_ALLOC_CONF=expandable_segments:True or max_split_size_mb; \
+                 per_process_memory_fraction raises or lowers the limit",
+                self.device,
+                human(requested as u64),
+                human(segment as u64),
+                human(self.total),
+                human(reserved),
+                human(allocated),
+                free,
+                human(self.limit),
+                cause.message()
+            ),
+        )
+    }
+}
+
 /// Formats a byte count for people (`1.50 GiB`).
 pub(crate) fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
