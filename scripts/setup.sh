@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks (and where possible installs) what the build and tests need:
 # the Rust toolchain with rustfmt and clippy, and a C/C++ compiler for the
-# C vendor and header tests.
+# C vendor and header tests, and cmake, valgrind and pkg-config for the C
+# API tests.
 set -euo pipefail
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -22,4 +23,14 @@ if ! need cc || ! need c++; then
     exit 1
   fi
 fi
+for tool in cmake valgrind pkg-config; do
+  if ! need "$tool"; then
+    if need apt-get && [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool"
+    else
+      echo "setup: $tool is needed by the C API tests (cargo test -p dipu-ffi): apt-get install $tool" >&2
+      exit 1
+    fi
+  fi
+done
 echo "setup: $(cargo --version), $(cc --version | head -n1)"

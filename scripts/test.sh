@@ -10,17 +10,29 @@ step() { printf '\n==> %s\n' "$*"; }
 step "toolchain and system tools"
 ./scripts/setup.sh
 
+step "NVIDIA wheels for the CUDA vendor's tests (.venv; a no-op when present)"
+./scripts/cuda-env.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo build (the host vendor plugin .so included)"
+step "cargo build (the vendor plugins' .so files included)"
 cargo build --workspace --locked
 
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
+
+step "C API: scripts/install.sh into a scratch prefix, build and run the example with pkg-config"
+tmp="$(mktemp -d)"
+DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp"
+cc -std=c11 -Wall -Wextra -Werror ffi/tests/c/example.c \
+  $(PKG_CONFIG_PATH="$tmp/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
+  -Wl,-rpath,"$tmp/lib" -o "$tmp/example"
+"$tmp/example"
+rm -rf "$tmp"
 
 step "loom models (separate target dir, preemption bound 2)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
@@ -29,5 +41,8 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
 ./target/debug/dipu selftest --vendor ./target/debug/libdipu_vendor_host.so
+
+step "dipu selftest: the CUDA vendor on the .venv wheels (without a GPU: the device-free check)"
+DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n 1
 
 step "all checks passed"

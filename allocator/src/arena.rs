@@ -1,7 +1,7 @@
 //! Segments and the blocks they are split into, with split and merge.
 //! The bookkeeping shared by every caching policy; the policy decides.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use dipu_stream::Stream;
 use slab::Slab;

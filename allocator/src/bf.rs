@@ -3,7 +3,9 @@
 //! time; blocks are split on allocation and merged with free neighbours on
 //! free.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use dipu_stream::Stream;
 
@@ -83,7 +85,7 @@ pub(crate) struct BestFit {
 impl BestFit {
     pub(crate) fn new(config: &AllocatorConfig) -> Self {
         BestFit {
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             max_split: config.max_split_size.unwrap_or(usize::MAX),
         }
     }

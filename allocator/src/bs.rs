@@ -1,7 +1,7 @@
 //! `BS`: whole blocks cached in size bins, never split or merged: the
 //! shortest hit path, at the cost of memory.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use dipu_stream::Stream;
 
@@ -22,7 +22,7 @@ pub(crate) struct BinSize {
 impl BinSize {
     pub(crate) fn new() -> Self {
         BinSize {
-            bins: HashMap::new(),
+            bins: HashMap::default(),
         }
     }
 }

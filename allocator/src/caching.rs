@@ -311,6 +311,16 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 self.device
             )));
         }
+        if bytes > isize::MAX as usize / 2 {
+            self.state.lock().stats.num_ooms += 1;
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!(
+                    "device {}: cannot allocate {bytes} bytes, more than any device holds",
+                    self.device
+                ),
+            ));
+        }
         if bytes == 0 {
             return Ok(Allocation {
                 ptr: std::ptr::null_mut(),

@@ -3,7 +3,7 @@
 //! growing workload extends one segment instead of adding new ones, and
 //! free granules can be unmapped wherever they are.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use dipu_deviceapi::{Capabilities, Error, ErrorKind, PhysicalMemHandle, Result};
 use dipu_stream::{DeviceContext, DeviceGuard, Stream};
@@ -65,7 +65,7 @@ impl Expandables {
                 granularity,
             },
             span,
-            by_stream: HashMap::new(),
+            by_stream: HashMap::default(),
         })
     }
 

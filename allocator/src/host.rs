@@ -10,7 +10,7 @@
 //! Vendor calls that may be slow (`malloc_host`, `free_host`, waiting for
 //! events) are made without holding the allocator's lock.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::env::VarError;
 use std::ffi::c_void;
 use std::fmt;

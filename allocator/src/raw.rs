@@ -2,7 +2,7 @@
 //! back (after waiting for other streams that used the memory), so
 //! external tools see each allocation.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 
 use dipu_deviceapi::{Error, Result};
@@ -37,7 +37,7 @@ impl RawAllocator {
             device: source.device,
             state: Mutex::new(State {
                 source,
-                live: HashMap::new(),
+                live: HashMap::default(),
                 stats: DeviceStats::default(),
             }),
         }

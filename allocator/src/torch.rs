@@ -8,7 +8,9 @@
 //! below `max_split_size`; blocks of `max_split_size` or more serve only
 //! requests that large, and only within 20 MiB of the request.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use dipu_stream::Stream;
 
@@ -36,8 +38,8 @@ pub(crate) struct TorchPolicy {
 impl TorchPolicy {
     pub(crate) fn new(config: &AllocatorConfig) -> Self {
         TorchPolicy {
-            small: HashMap::new(),
-            large: HashMap::new(),
+            small: HashMap::default(),
+            large: HashMap::default(),
             max_split: config.max_split_size.unwrap_or(usize::MAX),
             config: config.clone(),
         }

@@ -1,13 +1,18 @@
-//! `dipu`: inspect a device vendor and run the conformance suite against it.
+//! `dipu`: inspect a device vendor, run the conformance suite against it,
+//! replay allocation traces and benchmark the device allocators.
 //!
 //! ```text
 //! dipu info     [--vendor NAME|PATH]
 //! dipu selftest [--vendor NAME|PATH] [--filter SUBSTR]
+//! dipu replay   TRACE [--algo TORCH|BF|BS|RAW] [--conf DIPU_ALLOC_CONF] [--streams N] [--all]
+//! dipu bench alloc [--iterations N]
 //! ```
 //!
-//! The vendor is `--vendor`, else `DIPU_VENDOR`, else the built-in `host`
-//! vendor. Logging goes to stderr, filtered by `DIPU_LOG` (default `warn`;
-//! `DIPU_LOG=dipu::vendor_call=trace` logs every vendor call).
+//! `info` and `selftest` use the vendor `--vendor`, else `DIPU_VENDOR`,
+//! else the built-in `host` vendor; `replay` and `bench` always use the
+//! built-in host vendor. Logging goes to stderr, filtered by `DIPU_LOG`
+//! (default `warn`; `DIPU_LOG=dipu::vendor_call=trace` logs every vendor
+//! call).
 //!
 //! Exit codes: 0 success, 1 a conformance check failed, 2 an error (bad
 //! configuration, a vendor that cannot be loaded, no device).
@@ -27,12 +32,15 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+mod bench;
 mod info;
 mod logging;
+mod replay;
 mod selftest;
 mod vendor;
 
-/// Inspect a dipu-rs device vendor and run the conformance suite against it.
+/// Inspect a dipu-rs device vendor, run the conformance suite against it,
+/// replay allocation traces and benchmark the device allocators.
 #[derive(Debug, Parser)]
 #[command(name = "dipu", version, about)]
 struct Cli {
@@ -52,6 +60,12 @@ enum Command {
         #[arg(long, value_name = "SUBSTR")]
         filter: Option<String>,
     },
+    /// Replay an allocation trace through a device allocator on the host
+    /// vendor and print peak memory, fragmentation and timings.
+    Replay(replay::ReplayArgs),
+    /// Micro-benchmarks on the host vendor.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Which vendor to use.
@@ -87,6 +101,8 @@ fn main() -> ExitCode {
             Command::Selftest { vendor, filter } => {
                 selftest::run(vendor.vendor.as_deref(), filter.as_deref())
             }
+            Command::Replay(args) => replay::run(&args),
+            Command::Bench(what) => bench::run(&what),
         });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,9 +1,11 @@
-//! Choosing and loading the vendor.
+//! Choosing and loading the vendor, and the host vendor that `replay` and
+//! `bench` use.
 
 use std::sync::Arc;
 
 use dipu_deviceapi::{LoadedVendor, Loader, Result, VendorSpec};
-use dipu_vendor_host::HostVendor;
+use dipu_stream::DeviceContext;
+use dipu_vendor_host::{HostConfig, HostVendor};
 
 /// Loads the vendor `spec` names (`--vendor`), else `DIPU_VENDOR`'s, else
 /// the built-in host vendor.
@@ -16,4 +18,22 @@ pub(crate) fn load(spec: Option<&str>) -> Result<LoadedVendor> {
     Loader::new()
         .with_builtin("host", || Ok(Arc::new(HostVendor::from_env()?)))
         .load(&spec)
+}
+
+/// Device memory of the host vendor used by `dipu replay` and `dipu bench`:
+/// an accounting budget only (the host vendor takes memory from the system
+/// allocator on each device malloc, and the allocators never touch it, so
+/// nothing is committed up front).
+pub(crate) const BENCH_HOST_MEMORY: u64 = 64 << 30;
+
+/// A device context over a fresh built-in host vendor with
+/// [`BENCH_HOST_MEMORY`] per device, device 0 current.
+pub(crate) fn host_context() -> Result<&'static DeviceContext> {
+    let vendor = HostVendor::new(HostConfig {
+        memory_per_device: BENCH_HOST_MEMORY,
+        ..HostConfig::default()
+    })?;
+    let ctx = DeviceContext::new(Arc::new(vendor))?;
+    ctx.set_device(0)?;
+    Ok(ctx)
 }

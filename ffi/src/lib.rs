@@ -1,0 +1,38 @@
+//! The C ABI of the dipu-rs runtime: `libdipu_runtime.so` / `.a` and
+//! `include/dipu_runtime.h` (generated from this crate by cbindgen).
+//!
+//! Conventions (see `docs/c-api.md`): every function is named
+//! `dipu_<object>_<verb>`, returns a [`dipu_status`] (`DIPU_OK` is 0; the
+//! other codes equal `dipu_deviceapi::ErrorKind`'s), takes out-parameters
+//! last, and leaves a message for [`dipu_last_error_message`] when it
+//! fails. Every body runs inside one panic boundary (`ffi_boundary!`): a
+//! panic becomes `DIPU_STATUS_INTERNAL`, never unwinds into C. Bad input
+//! (NULL, unknown pointers and handles, double frees, bad devices, sizes
+//! that overflow) is an error status, never undefined behaviour on the
+//! Rust side; host pointers the caller passes for copies are the caller's
+//! to keep valid.
+
+#![expect(
+    non_camel_case_types,
+    reason = "the C types keep their C names (dipu_status, dipu_stream, ...)"
+)]
+
+mod copy;
+mod device;
+mod event;
+mod generator;
+mod memory;
+mod runtime;
+mod status;
+mod stream;
+mod types;
+
+pub use copy::*;
+pub use device::*;
+pub use event::*;
+pub use generator::*;
+pub use memory::*;
+pub use runtime::*;
+pub use status::{dipu_last_error_message, dipu_status, dipu_status_str};
+pub use stream::*;
+pub use types::*;

@@ -1,0 +1,197 @@
+//! Device memory through the caching allocator, and pinned host memory.
+
+use std::ffi::{c_char, c_void};
+
+use dipu_runtime::{Error, ErrorKind};
+
+use crate::status::{dipu_status, ffi_boundary, non_null, write_c_string, write_out};
+use crate::stream::{self, dipu_stream};
+use crate::types::dipu_memory_stats;
+
+/// Allocates at least `bytes` of device memory for use on `stream` (on
+/// the stream's device) from the caching allocator and stores the pointer
+/// in `*out` (NULL for 0 bytes). Free it with dipu_free; using it on other
+/// streams needs dipu_record_stream.
+/// Errors: DIPU_STATUS_OUT_OF_MEMORY (also for sizes no device can hold,
+/// such as SIZE_MAX), DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT
+/// for a NULL `out` or an unknown stream. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_malloc(
+    bytes: usize,
+    stream: dipu_stream,
+    out: *mut *mut c_void,
+) -> dipu_status {
+    ffi_boundary!("dipu_malloc", {
+        non_null(out, "out")?;
+        let rt = dipu_runtime::get()?;
+        let stream = stream::from_c(&rt, stream)?;
+        // No allocation can exceed PTRDIFF_MAX; refusing here also keeps
+        // the allocators' size rounding away from overflow.
+        if bytes > isize::MAX as usize {
+            return Err(Error::new(
+                ErrorKind::OutOfMemory,
+                format!("{bytes} bytes is more than any allocation can hold (PTRDIFF_MAX)"),
+            ));
+        }
+        let ptr = rt.allocate(bytes, stream)?.into_raw();
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", ptr) }
+    })
+}
+
+/// Frees device memory from dipu_malloc (NULL is a no-op). The memory is
+/// reused once the work queued so far on its stream (and on streams given
+/// to dipu_record_stream) is done; the host does not wait.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for a pointer that is not the
+/// start of a live allocation (unknown, already freed, inside an
+/// allocation, or from before dipu_shutdown); nothing changes then.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
+    ffi_boundary!("dipu_free", {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let rt = dipu_runtime::get()?;
+        let device = match rt.find_allocation(ptr) {
+            Some(a) => a.device,
+            None => {
+                return Err(Error::invalid_argument(format!(
+                    "{ptr:p} is not a live allocation of dipu_malloc (never allocated, or \
+                     already freed)"
+                )))
+            }
+        };
+        rt.free_raw(device, ptr)
+    })
+}
+
+/// Declares that work on `stream` (other than the allocation stream) uses
+/// the allocation starting at `ptr`: after dipu_free the memory is reused
+/// only once that work is done. NULL is a no-op.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown pointer or stream.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_record_stream(ptr: *mut c_void, stream: dipu_stream) -> dipu_status {
+    ffi_boundary!("dipu_record_stream", {
+        let rt = dipu_runtime::get()?;
+        let stream = stream::from_c(&rt, stream)?;
+        rt.record_stream_raw(ptr, stream)
+    })
+}
+
+/// Gives `device`'s cached, unused memory back to the vendor.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, the vendor's status. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_empty_cache(device: i32) -> dipu_status {
+    ffi_boundary!("dipu_empty_cache", {
+        dipu_runtime::get()?.empty_cache(device)
+    })
+}
+
+/// Stores `device`'s allocator statistics in `*out`.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
+/// NULL `out`. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a dipu_memory_stats.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_memory_get_stats(
+    device: i32,
+    out: *mut dipu_memory_stats,
+) -> dipu_status {
+    ffi_boundary!("dipu_memory_get_stats", {
+        non_null(out, "out")?;
+        let stats = dipu_runtime::get()?.stats(device)?;
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", stats.into()) }
+    })
+}
+
+/// Restarts `device`'s peak statistics at their current values.
+/// Errors: DIPU_STATUS_INVALID_DEVICE. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_memory_reset_peak_stats(device: i32) -> dipu_status {
+    ffi_boundary!("dipu_memory_reset_peak_stats", {
+        dipu_runtime::get()?.reset_peak_stats(device)
+    })
+}
+
+/// Limits `device`'s allocator to `fraction` (in (0, 1]) of its memory.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
+/// fraction outside (0, 1]. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_memory_set_fraction(device: i32, fraction: f64) -> dipu_status {
+    ffi_boundary!("dipu_memory_set_fraction", {
+        dipu_runtime::get()?.set_memory_fraction(device, fraction)
+    })
+}
+
+/// Copies `device`'s segments and blocks as JSON (PyTorch's snapshot
+/// shape) and a NUL into `buf` of `len` bytes, and the size needed (NUL
+/// included) into `*needed` when `needed` is not NULL. `buf` NULL with
+/// `len` 0 only asks for the size (which may grow before the next call).
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT when
+/// `buf` is too small (nothing is written to it). Thread-safe.
+///
+/// # Safety
+/// `buf` must be NULL or valid for writing `len` bytes, `needed` NULL or
+/// valid for writing a size_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_memory_snapshot_json(
+    device: i32,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> dipu_status {
+    ffi_boundary!("dipu_memory_snapshot_json", {
+        let json = dipu_runtime::get()?.snapshot_json(device)?;
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_c_string(&json, buf, len, needed) }
+    })
+}
+
+/// Allocates at least `bytes` of pinned (page-locked) host memory,
+/// zero-filled, and stores the pointer in `*out` (NULL for 0 bytes). Free
+/// it with dipu_host_free.
+/// Errors: DIPU_STATUS_OUT_OF_MEMORY, DIPU_STATUS_INVALID_ARGUMENT for a
+/// NULL `out`. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_host_malloc(bytes: usize, out: *mut *mut c_void) -> dipu_status {
+    ffi_boundary!("dipu_host_malloc", {
+        non_null(out, "out")?;
+        let ptr = dipu_runtime::get()?.allocate_host(bytes)?.into_raw();
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", ptr) }
+    })
+}
+
+/// Gives pinned memory from dipu_host_malloc back (NULL is a no-op); it is
+/// reused once the copies recorded with dipu_host_record_stream are done.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown pointer or a second
+/// free. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_host_free(ptr: *mut c_void) -> dipu_status {
+    ffi_boundary!("dipu_host_free", {
+        dipu_runtime::get()?.free_host_raw(ptr)
+    })
+}
+
+/// Declares that a copy using the pinned block at `ptr` was queued on
+/// `stream`: after dipu_host_free the block is reused only once it is done.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown pointer or stream.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_host_record_stream(ptr: *mut c_void, stream: dipu_stream) -> dipu_status {
+    ffi_boundary!("dipu_host_record_stream", {
+        let rt = dipu_runtime::get()?;
+        let stream = stream::from_c(&rt, stream)?;
+        rt.record_host_event_raw(ptr, stream)
+    })
+}

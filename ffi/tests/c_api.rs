@@ -1,0 +1,248 @@
+//! C and C++ programs built against the *installed* library and header
+//! (`scripts/install.sh` into a scratch prefix, found with pkg-config or
+//! CMake) and run: round trips, threads, bad input, the documented example,
+//! and valgrind memcheck.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory cargo built this test run's libraries in (target/debug).
+fn built_lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    assert!(
+        dir.join("libdipu_runtime.so").exists(),
+        "{} has no libdipu_runtime.so: run `cargo build -p dipu-ffi` first",
+        dir.display()
+    );
+    // `cargo test` does not rebuild a cdylib-only library: catch a stale one.
+    let built = std::fs::metadata(dir.join("libdipu_runtime.so"))
+        .and_then(|m| m.modified())
+        .expect("libdipu_runtime.so mtime");
+    for entry in std::fs::read_dir(crate_dir().join("src")).expect("ffi/src") {
+        let path = entry.expect("dir entry").path();
+        let changed = std::fs::metadata(&path).and_then(|m| m.modified()).unwrap();
+        assert!(
+            changed <= built,
+            "{} is newer than {}/libdipu_runtime.so: run `cargo build -p dipu-ffi` before the tests",
+            path.display(),
+            dir.display()
+        );
+    }
+    dir.to_path_buf()
+}
+
+/// Installs once per test run with scripts/install.sh (no cargo run:
+/// `cargo test` holds the build directory lock) and returns the prefix.
+fn prefix() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dipu-ffi-prefix");
+        let _ = std::fs::remove_dir_all(&prefix);
+        let out = Command::new(crate_dir().join("../scripts/install.sh"))
+            .arg(&prefix)
+            .env("DIPU_NO_BUILD", "1")
+            .env("DIPU_LIB_DIR", built_lib_dir())
+            .output()
+            .expect("run scripts/install.sh");
+        assert_ok(&out, "scripts/install.sh");
+        for f in [
+            "lib/libdipu_runtime.so",
+            "lib/libdipu_runtime.a",
+            "include/dipu_runtime.h",
+            "lib/pkgconfig/dipu_runtime.pc",
+            "lib/cmake/dipu_runtime/dipu_runtimeConfig.cmake",
+            "lib/cmake/dipu_runtime/dipu_runtimeConfigVersion.cmake",
+        ] {
+            assert!(prefix.join(f).exists(), "install.sh did not install {f}");
+        }
+        prefix
+    })
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `pkg-config <args> dipu_runtime` against the installed prefix.
+fn pkg_config(args: &[&str]) -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .args(args)
+        .arg("dipu_runtime")
+        .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
+        .output()
+        .expect("run pkg-config (install it: apt-get install pkg-config)");
+    assert_ok(&out, "pkg-config");
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Compiles `tests/c/<src>` with `compiler` and the pkg-config flags into
+/// `dir`, with an rpath to the installed library.
+fn build(dir: &Path, compiler: &str, std: &str, src: &str) -> PathBuf {
+    let exe = dir.join(src.replace('.', "_"));
+    let out = Command::new(compiler)
+        .arg(format!("-std={std}"))
+        .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-pthread", "-g"])
+        .args(pkg_config(&["--cflags"]))
+        .arg("-I")
+        .arg(crate_dir().join("tests/c"))
+        .arg(crate_dir().join("tests/c").join(src))
+        .arg("-o")
+        .arg(&exe)
+        .args(pkg_config(&["--libs"]))
+        .arg(format!("-Wl,-rpath,{}", prefix().join("lib").display()))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{compiler}`: {e}"));
+    assert_ok(&out, &format!("compiling {src}"));
+    exe
+}
+
+fn run(exe: &Path) -> Output {
+    let out = Command::new(exe)
+        .env_remove("DIPU_VENDOR")
+        .output()
+        .expect("run the test program");
+    assert_ok(&out, &exe.display().to_string());
+    out
+}
+
+#[test]
+fn pkg_config_names_the_installed_library() {
+    let flags = pkg_config(&["--cflags", "--libs"]);
+    let include = format!("-I{}", prefix().join("include").display());
+    assert!(flags.contains(&include), "{flags:?}");
+    assert!(flags.contains(&"-ldipu_runtime".to_owned()), "{flags:?}");
+    let version = pkg_config(&["--modversion"]);
+    assert_eq!(version, [env!("CARGO_PKG_VERSION")]);
+}
+
+#[test]
+fn c_roundtrip() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "gcc", "c11", "roundtrip.c"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("roundtrip ok"));
+}
+
+#[test]
+fn cxx_roundtrip() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "g++", "c++17", "roundtrip.cpp"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("roundtrip.cpp ok"));
+}
+
+#[test]
+fn c_threads_with_their_own_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "gcc", "c11", "threads.c"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("threads ok"));
+}
+
+#[test]
+fn c_bad_input_returns_documented_statuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "gcc", "c11", "bad_input.c"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("bad_input ok"), "{stdout}");
+    assert!(stdout.lines().filter(|l| l.starts_with("ok: ")).count() >= 50);
+    // The boundary catches panics, but none of these inputs should cause one.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn documented_example_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "gcc", "c11", "example.c"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("back from the device: hello, device"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn docs_example_is_the_tested_file() {
+    let doc = std::fs::read_to_string(crate_dir().join("../docs/c-api.md")).expect("docs/c-api.md");
+    let file = std::fs::read_to_string(crate_dir().join("tests/c/example.c")).unwrap();
+    let start = doc
+        .find("```c\n/* Copies a buffer")
+        .expect("docs/c-api.md has the example's code block")
+        + "```c\n".len();
+    let len = doc[start..].find("```").expect("the code block ends");
+    assert!(
+        doc[start..start + len] == file,
+        "the example in docs/c-api.md differs from ffi/tests/c/example.c: copy the file into the doc"
+    );
+}
+
+#[test]
+fn valgrind_memcheck_roundtrip() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "gcc", "c11", "roundtrip.c");
+    let out = Command::new("valgrind")
+        .args([
+            "--error-exitcode=1",
+            "--leak-check=full",
+            // Rust's thread-locals and the runtime's process-lifetime
+            // DeviceContext are "still reachable" by design; only memory
+            // nobody can reach any more is a leak.
+            "--errors-for-leak-kinds=definite",
+            "--show-leak-kinds=definite",
+            "--quiet",
+        ])
+        .arg(&exe)
+        .env_remove("DIPU_VENDOR")
+        .output()
+        .expect("run valgrind (install it: apt-get install valgrind)");
+    assert_ok(&out, "valgrind memcheck of roundtrip.c");
+}
+
+#[test]
+fn cmake_find_package_builds_and_runs() {
+    if Command::new("cmake").arg("--version").output().is_err() {
+        panic!(
+            "cmake is not installed: the find_package(dipu_runtime) test needs it. \
+             Run scripts/setup.sh (as root it installs cmake) or apt-get install cmake"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let build_dir = dir.path().join("build");
+    let out = Command::new("cmake")
+        .arg("-S")
+        .arg(crate_dir().join("tests/c/cmake"))
+        .arg("-B")
+        .arg(&build_dir)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix().display()))
+        .output()
+        .expect("run cmake");
+    assert_ok(&out, "cmake configure");
+    let out = Command::new("cmake")
+        .arg("--build")
+        .arg(&build_dir)
+        .output()
+        .expect("run cmake --build");
+    assert_ok(&out, "cmake --build");
+    for exe in ["example_shared", "example_static"] {
+        let out = run(&build_dir.join(exe));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("hello, device"), "{exe}: {stdout}");
+    }
+}

@@ -1,0 +1,329 @@
+//! `Runtime`: one vendor with its device context, allocators and generators.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::sync::Arc;
+
+use dipu_allocator::{
+    Algorithm, AllocatorConfig, DeviceAllocator, DeviceAllocators, DeviceStats, HostAlgorithm,
+    HostAllocator,
+};
+use dipu_deviceapi::{
+    DeviceApi, DeviceProperties, Error, LoadedVendor, Loader, MemoryInfo, Result, VendorOrigin,
+    VendorSpec,
+};
+use dipu_generator::{Generator, Generators};
+use dipu_stream::{DeviceContext, DeviceGuard, Stream};
+use dipu_vendor_host::HostVendor;
+
+use crate::live::{LiveAllocation, LiveMap};
+use crate::RuntimeOptions;
+
+/// A loader knowing the built-in vendors (`host` → [`HostVendor::from_env`]).
+pub fn loader() -> Loader {
+    Loader::new().with_builtin("host", || Ok(Arc::new(HostVendor::from_env()?)))
+}
+
+/// One process's runtime: the loaded vendor and where it came from, its
+/// [`DeviceContext`] (streams, events, current device), one caching
+/// allocator per device (created on first use), the pinned-host allocator
+/// and the per-device random generators.
+///
+/// Usually there is one, reached through [`crate::get`]; more can be made
+/// with [`Runtime::new`] (each has its own context and allocators, so
+/// streams and pointers of one are rejected by another).
+pub struct Runtime {
+    pub(crate) spec: VendorSpec,
+    pub(crate) vendor: LoadedVendor,
+    pub(crate) ctx: &'static DeviceContext,
+    pub(crate) allocators: DeviceAllocators,
+    pub(crate) alloc_conf: AllocatorConfig,
+    pub(crate) host: HostAllocator,
+    pub(crate) generators: Generators,
+    pub(crate) live: LiveMap,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("vendor", &self.vendor_name())
+            .field("origin", &self.vendor.origin)
+            .field("devices", &self.device_count())
+            .field("algorithm", &self.allocators.algorithm())
+            .field("host_algorithm", &self.host.algorithm())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Loads the vendor and sets up allocators and generators as `options`
+    /// say (unset fields from the environment). The device context lives
+    /// for the rest of the process, as a CUDA context does.
+    pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>> {
+        let o = options.resolve()?;
+        let vendor = loader().load(&o.vendor)?;
+        let ctx = DeviceContext::new(Arc::clone(&vendor.api))
+            .map_err(|e| e.context(format_args!("vendor `{}`", vendor.api.name())))?;
+        tracing::debug!(
+            vendor = vendor.api.name(),
+            origin = %vendor.origin,
+            devices = ctx.device_count(),
+            algorithm = %o.algorithm,
+            host_algorithm = o.host_algorithm.name(),
+            "dipu runtime created"
+        );
+        Ok(Arc::new(Runtime {
+            spec: o.vendor,
+            allocators: DeviceAllocators::new(ctx, o.algorithm, o.alloc_conf.clone()),
+            alloc_conf: o.alloc_conf,
+            host: HostAllocator::new(ctx, o.host_algorithm),
+            generators: Generators::new(ctx.device_count()),
+            live: LiveMap::default(),
+            vendor,
+            ctx,
+        }))
+    }
+
+    // ---- the vendor ----
+
+    /// The version of this crate (the runtime's version), e.g. `"0.1.0"`.
+    pub fn version() -> &'static str {
+        crate::VERSION
+    }
+
+    /// The vendor's name, e.g. `"host"`.
+    pub fn vendor_name(&self) -> &str {
+        self.vendor.api.name()
+    }
+
+    /// The vendor's own version string.
+    pub fn vendor_version(&self) -> String {
+        self.vendor.api.version()
+    }
+
+    /// The spec the vendor was loaded from.
+    pub fn vendor_spec(&self) -> &VendorSpec {
+        &self.spec
+    }
+
+    /// Where the vendor came from (built in, or a plugin file).
+    pub fn vendor_origin(&self) -> &VendorOrigin {
+        &self.vendor.origin
+    }
+
+    /// The vendor itself.
+    pub fn api(&self) -> &Arc<dyn DeviceApi> {
+        &self.vendor.api
+    }
+
+    /// The device context: streams (`stream_from_pool`, `current_stream`,
+    /// `new_stream`, `default_stream`), `pooled_event`, and the context for
+    /// guards and [`crate::Event`]s.
+    pub fn context(&self) -> &'static DeviceContext {
+        self.ctx
+    }
+
+    // ---- devices ----
+
+    /// Number of devices.
+    pub fn device_count(&self) -> i32 {
+        self.ctx.device_count()
+    }
+
+    /// `InvalidDevice` unless `device` is in `0..device_count()`.
+    pub fn check_device(&self, device: i32) -> Result<()> {
+        if (0..self.device_count()).contains(&device) {
+            Ok(())
+        } else {
+            Err(Error::invalid_device(device, self.device_count()))
+        }
+    }
+
+    /// The calling thread's current device.
+    pub fn current_device(&self) -> Result<i32> {
+        self.ctx.current_device()
+    }
+
+    /// Makes `device` the calling thread's current device.
+    pub fn set_device(&self, device: i32) -> Result<()> {
+        self.ctx.set_device(device)
+    }
+
+    /// Waits until all work on every stream of `device` is done.
+    pub fn synchronize_device(&self, device: i32) -> Result<()> {
+        self.ctx.synchronize_device(device)
+    }
+
+    /// What `device` is.
+    pub fn device_properties(&self, device: i32) -> Result<DeviceProperties> {
+        self.check_device(device)?;
+        self.vendor.api.device_properties(device)
+    }
+
+    /// Free and total memory of `device`, as the vendor sees it.
+    pub fn memory_info(&self, device: i32) -> Result<MemoryInfo> {
+        let _guard = DeviceGuard::new(self.ctx, device)?;
+        self.vendor.api.memory_info()
+    }
+
+    /// `InvalidArgument` unless `stream` belongs to this runtime's context.
+    pub(crate) fn check_stream(&self, stream: &Stream, op: &str) -> Result<()> {
+        if std::ptr::eq(stream.context(), self.ctx) {
+            Ok(())
+        } else {
+            Err(Error::invalid_argument(format!(
+                "{op}: the stream belongs to another runtime (a DeviceContext other than \
+                 this runtime's; was the runtime shut down and initialised anew?)"
+            )))
+        }
+    }
+
+    // ---- allocators ----
+
+    /// The device allocators (one per device, created on first use).
+    pub fn allocators(&self) -> &DeviceAllocators {
+        &self.allocators
+    }
+
+    /// `device`'s allocator, created on first use.
+    pub fn allocator(&self, device: i32) -> Result<&dyn DeviceAllocator> {
+        self.allocators.get(device)
+    }
+
+    /// The device allocator algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.allocators.algorithm()
+    }
+
+    /// The device allocator options.
+    pub fn alloc_conf(&self) -> &AllocatorConfig {
+        &self.alloc_conf
+    }
+
+    /// The pinned-host allocator.
+    pub fn host_allocator(&self) -> &HostAllocator {
+        &self.host
+    }
+
+    /// The pinned-host allocator algorithm.
+    pub fn host_algorithm(&self) -> HostAlgorithm {
+        self.host.algorithm()
+    }
+
+    /// Frees a device pointer given up with
+    /// [`DeviceBuffer::into_raw`](crate::DeviceBuffer::into_raw) through
+    /// `device`'s allocator. Null is a no-op; a pointer that is not the
+    /// start of a live allocation of this runtime on `device` (unknown,
+    /// already freed, inside an allocation, another device's) is an
+    /// `InvalidArgument` error that changes nothing.
+    pub fn free_raw(&self, device: i32, ptr: *mut c_void) -> Result<()> {
+        self.check_device(device)?;
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let a = self.live.remove(ptr, device, "free_raw")?;
+        let result = self
+            .allocators
+            .get(device)
+            .and_then(|alloc| alloc.free(ptr));
+        if result.is_err() {
+            self.live.insert(a);
+        }
+        result
+    }
+
+    /// Declares that the live allocation at `ptr` is also used by work on
+    /// `stream` (see [`DeviceAllocator::record_stream`]); the raw form of
+    /// [`DeviceBuffer::record_stream`](crate::DeviceBuffer::record_stream).
+    pub fn record_stream_raw(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
+        self.check_stream(&stream, "record_stream")?;
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let a = self.live.get_exact(ptr, "record_stream")?;
+        self.allocators.get(a.device)?.record_stream(ptr, stream)
+    }
+
+    /// The live allocation made through this runtime that contains `ptr`.
+    pub fn find_allocation(&self, ptr: *const c_void) -> Option<LiveAllocation> {
+        self.live.find(ptr as usize)
+    }
+
+    /// Every live device allocation made through this runtime, by address.
+    pub fn live_allocations(&self) -> Vec<LiveAllocation> {
+        self.live.all()
+    }
+
+    /// Frees pinned memory given up with
+    /// [`HostBuffer::into_raw`](crate::HostBuffer::into_raw). Null is a
+    /// no-op; an unknown pointer or a second free is an `InvalidArgument`
+    /// error.
+    pub fn free_host_raw(&self, ptr: *mut c_void) -> Result<()> {
+        self.host.free(ptr)
+    }
+
+    /// Declares that a copy using the pinned block at `ptr` was queued on
+    /// `stream` (see [`HostAllocator::record_event`]).
+    pub fn record_host_event_raw(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
+        self.check_stream(&stream, "record_event")?;
+        self.host.record_event(ptr, stream)
+    }
+
+    /// Gives `device`'s cached, unused memory back to the vendor.
+    pub fn empty_cache(&self, device: i32) -> Result<()> {
+        self.allocators.get(device)?.empty_cache()
+    }
+
+    /// Gives the pinned allocator's cached blocks back to the vendor.
+    pub fn empty_host_cache(&self) -> Result<()> {
+        self.host.empty_cache()
+    }
+
+    /// `device`'s allocator statistics.
+    pub fn stats(&self, device: i32) -> Result<DeviceStats> {
+        Ok(self.allocators.get(device)?.stats())
+    }
+
+    /// The pinned allocator's statistics.
+    pub fn host_stats(&self) -> DeviceStats {
+        self.host.stats()
+    }
+
+    /// Restarts `device`'s peak statistics at their current values.
+    pub fn reset_peak_stats(&self, device: i32) -> Result<()> {
+        self.allocators.get(device)?.reset_peak_stats();
+        Ok(())
+    }
+
+    /// `device`'s segments and blocks as JSON (PyTorch's snapshot shape).
+    pub fn snapshot_json(&self, device: i32) -> Result<String> {
+        Ok(self.allocators.get(device)?.snapshot().to_json())
+    }
+
+    /// Limits `device`'s allocator to `fraction` (in (0, 1]) of its memory.
+    pub fn set_memory_fraction(&self, device: i32, fraction: f64) -> Result<()> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::invalid_argument(format!(
+                "set_memory_fraction: {fraction} is not in (0, 1]"
+            )));
+        }
+        self.allocators.get(device)?.set_memory_fraction(fraction)
+    }
+
+    // ---- generators ----
+
+    /// The generators, one per device.
+    pub fn generators(&self) -> &Generators {
+        &self.generators
+    }
+
+    /// `device`'s default random generator.
+    pub fn default_generator(&self, device: i32) -> Result<&Generator> {
+        self.generators.default_generator(device)
+    }
+
+    /// Seeds every device's default generator with `seed`.
+    pub fn manual_seed_all(&self, seed: u64) {
+        self.generators.manual_seed_all(seed)
+    }
+}

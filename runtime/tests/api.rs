@@ -1,0 +1,257 @@
+//! The Rust API on private runtimes (no process-global state).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use dipu_runtime::{Algorithm, CopyKind, ErrorKind, Runtime, RuntimeOptions, StreamGuard};
+
+fn runtime() -> Arc<Runtime> {
+    Runtime::new(RuntimeOptions::default()).unwrap()
+}
+
+#[test]
+fn devices_and_properties() {
+    let rt = runtime();
+    assert!(rt.device_count() >= 2);
+    rt.set_device(1).unwrap();
+    assert_eq!(rt.current_device().unwrap(), 1);
+    rt.set_device(0).unwrap();
+    rt.synchronize_device(1).unwrap();
+    assert!(rt.device_properties(0).unwrap().total_memory > 0);
+    let info = rt.memory_info(1).unwrap();
+    assert!(info.free <= info.total);
+    for err in [
+        rt.set_device(7).unwrap_err(),
+        rt.device_properties(-1).unwrap_err(),
+        rt.memory_info(99).unwrap_err(),
+        rt.stats(rt.device_count()).unwrap_err(),
+        rt.empty_cache(-3).unwrap_err(),
+        rt.free_raw(9, std::ptr::null_mut()).unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::InvalidDevice, "{err}");
+        assert!(err.message().contains("out of range"), "{err}");
+    }
+    let seed = rt.default_generator(1).unwrap();
+    rt.manual_seed_all(7);
+    assert_eq!(seed.initial_seed(), 7);
+    assert!(rt.default_generator(5).is_err());
+}
+
+#[test]
+fn round_trip_on_a_pooled_stream_and_drop_returns_memory() {
+    let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
+    let stream = rt.context().stream_from_pool(1, false).unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let buf = rt.allocate(data.len(), stream).unwrap();
+    assert_eq!((buf.len(), buf.device(), buf.stream()), (10_000, 1, stream));
+    buf.copy_from_host(&data, None).unwrap();
+    let mut back = vec![0u8; data.len()];
+    buf.copy_to_host(&mut back, Some(stream)).unwrap();
+    assert_eq!(back, data);
+
+    // Device to device through the raw API, then a memset.
+    let other = rt.allocate(data.len(), stream).unwrap();
+    // SAFETY: both ranges are live device allocations of this runtime.
+    unsafe {
+        rt.memcpy_async(
+            other.as_ptr(),
+            buf.as_ptr(),
+            data.len(),
+            CopyKind::DeviceToDevice,
+            stream,
+        )
+        .unwrap();
+    }
+    other.copy_to_host(&mut back, None).unwrap();
+    assert_eq!(back, data);
+    other.fill(0xAB, None).unwrap();
+    other.copy_to_host(&mut back[..16], None).unwrap();
+    assert_eq!(&back[..16], &[0xAB; 16]);
+
+    // A pinned buffer as the host side.
+    let mut pinned = rt.allocate_host(16).unwrap();
+    assert_eq!(pinned.as_slice(), &[0; 16]);
+    pinned.as_mut_slice().copy_from_slice(&data[..16]);
+    // SAFETY: the pinned block is 16 bytes and not touched until the sync.
+    unsafe {
+        rt.memcpy(other.as_ptr(), pinned.as_ptr(), 16, CopyKind::HostToDevice)
+            .unwrap();
+    }
+    other.copy_to_host(&mut back[..16], None).unwrap();
+    assert_eq!(&back[..16], &data[..16]);
+    pinned.record_event(stream).unwrap();
+    drop(pinned);
+
+    let stats = rt.stats(1).unwrap();
+    assert_eq!(stats.allocation.current, 2);
+    assert!(stats.allocated_bytes.current >= 20_000);
+    drop(buf);
+    drop(other);
+    let stats = rt.stats(1).unwrap();
+    assert_eq!(
+        stats.allocated_bytes.current, 0,
+        "dropping returns the memory"
+    );
+    assert_eq!(stats.allocation.current, 0);
+    assert!(rt.live_allocations().is_empty());
+    assert!(rt.snapshot_json(1).unwrap().starts_with('{'));
+    rt.empty_cache(1).unwrap();
+    assert_eq!(rt.stats(1).unwrap().reserved_bytes.current, 0);
+    rt.reset_peak_stats(1).unwrap();
+    assert_eq!(rt.stats(1).unwrap().allocated_bytes.peak, 0);
+    assert!(rt.release_and_report().is_clean());
+}
+
+#[test]
+fn bad_pointers_are_clear_errors() {
+    let rt = runtime();
+    let stream = rt.context().current_stream(0).unwrap();
+    let buf = rt.allocate(256, stream).unwrap();
+    let mut host = [0u8; 512];
+
+    // free_raw of a pointer never allocated here.
+    let err = rt.free_raw(0, host.as_mut_ptr().cast()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.message().contains("not a live device allocation"),
+        "{err}"
+    );
+
+    // Inside an allocation, and on the wrong device.
+    // SAFETY: only the address is computed, within the allocation.
+    let inner = unsafe { buf.as_ptr().cast::<u8>().add(8) }.cast::<c_void>();
+    let err = rt.free_raw(0, inner).unwrap_err();
+    assert!(
+        err.message().contains("8 bytes into the allocation"),
+        "{err}"
+    );
+    let err = rt.free_raw(1, buf.as_ptr()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.message()
+            .contains("allocated on device 0, not on device 1"),
+        "{err}"
+    );
+
+    // Copies with a device side outside any allocation, or past its end.
+    // SAFETY: every call below is rejected before any memory is touched.
+    unsafe {
+        let err = rt
+            .memcpy(
+                host.as_mut_ptr().cast(),
+                host.as_ptr().cast(),
+                4,
+                CopyKind::DeviceToHost,
+            )
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("the source"), "{err}");
+        assert!(
+            err.message()
+                .contains("not inside a live device allocation"),
+            "{err}"
+        );
+        let err = rt
+            .memcpy_async(
+                buf.as_ptr(),
+                host.as_ptr().cast(),
+                257,
+                CopyKind::HostToDevice,
+                stream,
+            )
+            .unwrap_err();
+        assert!(err.message().contains("runs past the end"), "{err}");
+        let err = rt
+            .memcpy(buf.as_ptr(), std::ptr::null(), 4, CopyKind::HostToDevice)
+            .unwrap_err();
+        assert!(err.message().contains("null host pointer"), "{err}");
+        let err = rt.memset(inner, 0, 249).unwrap_err();
+        assert!(err.message().contains("runs past the end"), "{err}");
+        rt.memset(inner, 0, 248).unwrap();
+        rt.memcpy(
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            0,
+            CopyKind::DeviceToHost,
+        )
+        .unwrap();
+    }
+    let err = buf.copy_from_host(&host, None).unwrap_err();
+    assert!(err.message().contains("do not fit"), "{err}");
+
+    // Double free_raw.
+    let raw = buf.into_raw();
+    rt.free_raw(0, raw).unwrap();
+    let err = rt.free_raw(0, raw).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("already freed"), "{err}");
+    rt.free_raw(0, std::ptr::null_mut()).unwrap();
+
+    // Pinned: unknown and double frees.
+    let pinned = rt.allocate_host(8).unwrap().into_raw();
+    rt.free_host_raw(pinned).unwrap();
+    assert_eq!(
+        rt.free_host_raw(pinned).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert!(rt.set_memory_fraction(0, 1.5).is_err());
+    assert!(rt.set_memory_fraction(0, f64::NAN).is_err());
+    rt.set_memory_fraction(0, 0.5).unwrap();
+
+    // A stream of another runtime.
+    let other = runtime();
+    let foreign = other.context().stream_from_pool(0, false).unwrap();
+    let err = rt.allocate(8, foreign).unwrap_err();
+    assert!(err.message().contains("another runtime"), "{err}");
+    assert!(rt.release_and_report().is_clean());
+}
+
+#[test]
+fn threads_with_their_own_pooled_streams() {
+    let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::Torch)).unwrap();
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let rt = Arc::clone(&rt);
+            std::thread::spawn(move || {
+                let device = t % rt.device_count();
+                let stream = rt.context().stream_from_pool(device, t % 3 == 0).unwrap();
+                let _guard = StreamGuard::new(stream).unwrap();
+                for round in 0..50usize {
+                    let len = 1 + (round * 977 + t as usize * 131) % 70_000;
+                    let data: Vec<u8> = (0..len).map(|i| (i + round + t as usize) as u8).collect();
+                    let buf = rt.allocate(len, stream).unwrap();
+                    buf.copy_from_host(&data, None).unwrap();
+                    let mut back = vec![0u8; len];
+                    buf.copy_to_host(&mut back, None).unwrap();
+                    assert_eq!(back, data, "thread {t} round {round}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for d in 0..rt.device_count() {
+        assert_eq!(rt.stats(d).unwrap().allocated_bytes.current, 0);
+    }
+    assert!(rt.release_and_report().is_clean());
+}
+
+#[test]
+fn cross_device_copy_uses_the_peer_path() {
+    let rt = runtime();
+    let s0 = rt.context().stream_from_pool(0, false).unwrap();
+    let s1 = rt.context().stream_from_pool(1, false).unwrap();
+    let a = rt.allocate(64, s0).unwrap();
+    let b = rt.allocate(64, s1).unwrap();
+    a.copy_from_host(&[5; 64], None).unwrap();
+    // SAFETY: both are live 64-byte device allocations.
+    unsafe {
+        rt.memcpy(b.as_ptr(), a.as_ptr(), 64, CopyKind::DeviceToDevice)
+            .unwrap();
+    }
+    let mut back = [0u8; 64];
+    b.copy_to_host(&mut back, None).unwrap();
+    assert_eq!(back, [5; 64]);
+    assert_eq!(rt.find_allocation(b.as_ptr()).map(|a| a.device), Some(1));
+}

@@ -1,0 +1,178 @@
+//! Memory: device and pinned host allocations, fills and copies.
+
+use std::ffi::{c_int, c_void};
+
+use dipu_deviceapi::{CopyKind, Result, StreamHandle};
+
+use crate::cudart::*;
+use crate::CudaVendor;
+
+/// Our `CopyKind` as `cudaMemcpyKind` (translated, never cast: the codes differ).
+pub(crate) fn memcpy_kind(kind: CopyKind) -> cudaMemcpyKind {
+    match kind {
+        CopyKind::HostToDevice => cudaMemcpyHostToDevice,
+        CopyKind::DeviceToHost => cudaMemcpyDeviceToHost,
+        CopyKind::DeviceToDevice => cudaMemcpyDeviceToDevice,
+        CopyKind::HostToHost => cudaMemcpyHostToHost,
+    }
+}
+
+/// A stream handle as `cudaStream_t` (the default stream is null).
+pub(crate) fn cuda_stream(stream: StreamHandle) -> cudaStream_t {
+    stream.as_raw() as usize as cudaStream_t
+}
+
+impl CudaVendor {
+    /// `cudaMalloc`; zero bytes is null without a call.
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<*mut c_void> {
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let code = unsafe { (self.rt.cudaMalloc()?)(&mut ptr, bytes) };
+        self.rt.check(code, || {
+            let device = self
+                .current()
+                .map_or_else(|_| "?".into(), |d| d.to_string());
+            format!("cudaMalloc({bytes} bytes) on device {device}")
+        })?;
+        Ok(ptr)
+    }
+
+    /// `cudaFree`; null is a no-op.
+    ///
+    /// # Safety
+    /// `ptr` came from [`CudaVendor::alloc`] (CUDA rejects other pointers).
+    pub(crate) unsafe fn dealloc(&self, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: by the caller's contract; CUDA validates the pointer.
+        let code = unsafe { (self.rt.cudaFree()?)(ptr) };
+        self.rt.check(code, || format!("cudaFree({ptr:p})"))
+    }
+
+    /// `cudaMallocHost`; zero bytes is null without a call.
+    pub(crate) fn alloc_host(&self, bytes: usize) -> Result<*mut c_void> {
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let code = unsafe { (self.rt.cudaMallocHost()?)(&mut ptr, bytes) };
+        self.rt
+            .check(code, || format!("cudaMallocHost({bytes} bytes)"))?;
+        Ok(ptr)
+    }
+
+    /// `cudaFreeHost`; null is a no-op.
+    ///
+    /// # Safety
+    /// `ptr` came from [`CudaVendor::alloc_host`] (CUDA rejects others).
+    pub(crate) unsafe fn dealloc_host(&self, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: by the caller's contract; CUDA validates the pointer.
+        let code = unsafe { (self.rt.cudaFreeHost()?)(ptr) };
+        self.rt.check(code, || format!("cudaFreeHost({ptr:p})"))
+    }
+
+    /// `cudaMemset` / `cudaMemsetAsync` (with a stream).
+    ///
+    /// # Safety
+    /// `ptr..ptr + bytes` is live device memory.
+    pub(crate) unsafe fn fill(
+        &self,
+        ptr: *mut c_void,
+        value: u8,
+        bytes: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        let value = c_int::from(value);
+        let code = match stream {
+            // SAFETY: by the caller's contract.
+            None => unsafe { (self.rt.cudaMemset()?)(ptr, value, bytes) },
+            // SAFETY: by the caller's contract; the stream is live.
+            Some(s) => unsafe { (self.rt.cudaMemsetAsync()?)(ptr, value, bytes, cuda_stream(s)) },
+        };
+        self.rt.check(code, || {
+            format!("cudaMemset({ptr:p}, {value}, {bytes} bytes)")
+        })
+    }
+
+    /// `cudaMemcpy` / `cudaMemcpyAsync` (with a stream). An asynchronous
+    /// host-to-host copy runs as a host function on the stream, so it is
+    /// ordered after the stream's earlier work, as the trait promises.
+    ///
+    /// # Safety
+    /// Both ranges are live for `bytes` bytes (until the stream passes the
+    /// copy, for asynchronous copies) and of the kind `kind` says.
+    pub(crate) unsafe fn copy(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        bytes: usize,
+        kind: CopyKind,
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        let code = match stream {
+            // SAFETY: by the caller's contract.
+            None => unsafe { (self.rt.cudaMemcpy()?)(dst, src, bytes, memcpy_kind(kind)) },
+            Some(s) if kind == CopyKind::HostToHost => {
+                let (dst, src) = (dst as usize, src as usize);
+                let copy = move || {
+                    // SAFETY: the caller keeps both host ranges alive until
+                    // the stream passes this copy, which is when it runs.
+                    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
+                };
+                // SAFETY: a live stream, by the caller's contract.
+                return unsafe { self.host_func(s, Box::new(copy)) }
+                    .map_err(|e| e.context("memcpy_async(HostToHost)"));
+            }
+            Some(s) => {
+                let copy = self.rt.cudaMemcpyAsync()?;
+                // SAFETY: by the caller's contract; the stream is live.
+                unsafe { copy(dst, src, bytes, memcpy_kind(kind), cuda_stream(s)) }
+            }
+        };
+        self.rt.check(code, || {
+            let call = if stream.is_some() {
+                "cudaMemcpyAsync"
+            } else {
+                "cudaMemcpy"
+            };
+            format!("{call}({dst:p}, {src:p}, {bytes} bytes, {kind:?})")
+        })
+    }
+
+    /// `cudaMemcpyPeer` / `cudaMemcpyPeerAsync` (with a stream).
+    ///
+    /// # Safety
+    /// Both ranges are live device memory of the named devices.
+    pub(crate) unsafe fn copy_peer(
+        &self,
+        dst: *mut c_void,
+        dst_device: c_int,
+        src: *const c_void,
+        src_device: c_int,
+        bytes: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<()> {
+        self.check_device(dst_device)?;
+        self.check_device(src_device)?;
+        let code = match stream {
+            // SAFETY: by the caller's contract.
+            None => unsafe { (self.rt.cudaMemcpyPeer()?)(dst, dst_device, src, src_device, bytes) },
+            Some(s) => {
+                let copy = self.rt.cudaMemcpyPeerAsync()?;
+                // SAFETY: by the caller's contract; the stream is live.
+                unsafe { copy(dst, dst_device, src, src_device, bytes, cuda_stream(s)) }
+            }
+        };
+        self.rt.check(code, || {
+            format!("cudaMemcpyPeer(device {dst_device} {dst:p} <- device {src_device} {src:p}, {bytes} bytes)")
+        })
+    }
+}

@@ -1,0 +1,306 @@
+//! The bindings against NVIDIA's real headers (from the wheels in `.venv`):
+//! every function's Rust signature becomes a C function pointer initialised
+//! with the real function, every constant a `_Static_assert`, every type a
+//! size check and every struct field an offset check, compiled with
+//! `cc -std=c11 -Wall -Werror -fsyntax-only` (incompatible pointer types,
+//! const-ness and enum-vs-int mismatches are errors).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::mem::{offset_of, size_of};
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::bind::{CType, Signature};
+use crate::driver::{CuMemAccessDesc, CuMemAllocFlags, CuMemAllocationProp, CuMemLocation};
+use crate::nccl::NcclUniqueId;
+use crate::{cudart, driver, nccl};
+
+/// The wheels' include directories (CUDA runtime + crt + cccl, NCCL).
+fn include_dirs() -> Vec<PathBuf> {
+    let sp = super::venv_site_packages();
+    let dirs = vec![
+        sp.join("nvidia/cu13/include"),
+        sp.join("nvidia/nccl/include"),
+    ];
+    for (dir, header) in dirs.iter().zip(["crt/host_defines.h", "nccl.h"]) {
+        assert!(
+            dir.join(header).is_file(),
+            "{} lacks {header}: run scripts/cuda-env.sh (it installs nvidia-cuda-crt and nvidia-cuda-cccl for the headers)",
+            dir.display()
+        );
+    }
+    dirs
+}
+
+/// Compiles `source` against the headers; the compiler's output on failure.
+fn compile(source: &str) -> Result<(), String> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("bindings_check.c");
+    std::fs::write(&file, source).expect("write the C file");
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(&compiler);
+    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]);
+    for include in include_dirs() {
+        cmd.arg("-I").arg(include);
+    }
+    let out = cmd
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{compiler}`: {e}"));
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+const PRELUDE: &str =
+    "#include <stddef.h>\n#include <cuda_runtime_api.h>\n#include <cuda.h>\n#include <nccl.h>\n";
+
+/// How C spells a Rust type of the tables (`*mut *const c_char` is
+/// `char const * *`).
+fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
+    let spaced = rust.replace('*', " * ");
+    let tokens: Vec<&str> = spaced.split_whitespace().collect();
+    fn go(tokens: &[&str], names: &HashMap<&str, &str>, rust: &str) -> String {
+        match tokens {
+            ["*", "mut", rest @ ..] => format!("{} *", go(rest, names, rust)),
+            ["*", "const", rest @ ..] => format!("{} const *", go(rest, names, rust)),
+            [base] => match *base {
+                "c_int" => "int".into(),
+                "c_uint" => "unsigned int".into(),
+                "c_char" => "char".into(),
+                "c_void" => "void".into(),
+                "c_ulonglong" => "unsigned long long".into(),
+                "usize" => "size_t".into(),
+                "f32" => "float".into(),
+                other => names
+                    .get(other)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "no C spelling for `{other}` in `{rust}`: add it to a c_types! table"
+                        )
+                    })
+                    .to_string(),
+            },
+            _ => panic!("cannot translate the Rust type `{rust}` to C"),
+        }
+    }
+    go(&tokens, names, rust)
+}
+
+fn all_types() -> Vec<CType> {
+    [cudart::c_types(), nccl::c_types(), driver::c_types()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn pointer_checks(
+    library: &str,
+    signatures: &[Signature],
+    names: &HashMap<&str, &str>,
+    out: &mut String,
+) {
+    for s in signatures {
+        let args: Vec<String> = s.args.iter().map(|(_, ty)| c_type(ty, names)).collect();
+        let args = if args.is_empty() {
+            "void".to_owned()
+        } else {
+            args.join(", ")
+        };
+        let ret = c_type(s.ret, names);
+        writeln!(
+            out,
+            "{ret} (*const dipu_check_{library}_{})({args}) = {};",
+            s.name, s.name
+        )
+        .unwrap();
+    }
+}
+
+fn static_assert(out: &mut String, condition: &str) {
+    writeln!(
+        out,
+        "_Static_assert({condition}, \"{}\");",
+        condition.replace('"', "'")
+    )
+    .unwrap();
+}
+
+/// The whole check file.
+fn bindings_source() -> String {
+    let types = all_types();
+    let names: HashMap<&str, &str> = types.iter().map(|t| (t.rust, t.c)).collect();
+    let mut out = PRELUDE.to_owned();
+    pointer_checks("cudart", cudart::Cudart::SIGNATURES, &names, &mut out);
+    pointer_checks("nccl", nccl::Nccl::SIGNATURES, &names, &mut out);
+    pointer_checks("driver", driver::Driver::SIGNATURES, &names, &mut out);
+    for c in [cudart::CONSTANTS, nccl::CONSTANTS, driver::CONSTANTS]
+        .into_iter()
+        .flatten()
+    {
+        static_assert(
+            &mut out,
+            &format!("(long long)({}) == {}LL", c.name, c.value),
+        );
+    }
+    for t in &types {
+        if let Some(size) = t.size {
+            static_assert(&mut out, &format!("sizeof({}) == {size}", t.c));
+        }
+    }
+    let location = offset_of!(CuMemAllocationProp, location);
+    let flags = offset_of!(CuMemAllocationProp, alloc_flags);
+    let layout = [
+        ("CUmemLocation", "type", offset_of!(CuMemLocation, type_)),
+        ("CUmemLocation", "id", offset_of!(CuMemLocation, id)),
+        (
+            "CUmemAllocationProp",
+            "type",
+            offset_of!(CuMemAllocationProp, type_),
+        ),
+        (
+            "CUmemAllocationProp",
+            "requestedHandleTypes",
+            offset_of!(CuMemAllocationProp, requested_handle_types),
+        ),
+        (
+            "CUmemAllocationProp",
+            "location.type",
+            location + offset_of!(CuMemLocation, type_),
+        ),
+        (
+            "CUmemAllocationProp",
+            "location.id",
+            location + offset_of!(CuMemLocation, id),
+        ),
+        (
+            "CUmemAllocationProp",
+            "win32HandleMetaData",
+            offset_of!(CuMemAllocationProp, win32_handle_meta_data),
+        ),
+        (
+            "CUmemAllocationProp",
+            "allocFlags.compressionType",
+            flags + offset_of!(CuMemAllocFlags, compression_type),
+        ),
+        (
+            "CUmemAllocationProp",
+            "allocFlags.gpuDirectRDMACapable",
+            flags + offset_of!(CuMemAllocFlags, gpu_direct_rdma_capable),
+        ),
+        (
+            "CUmemAllocationProp",
+            "allocFlags.usage",
+            flags + offset_of!(CuMemAllocFlags, usage),
+        ),
+        (
+            "CUmemAllocationProp",
+            "allocFlags.reserved",
+            flags + offset_of!(CuMemAllocFlags, reserved),
+        ),
+        (
+            "CUmemAccessDesc",
+            "location",
+            offset_of!(CuMemAccessDesc, location),
+        ),
+        (
+            "CUmemAccessDesc",
+            "flags",
+            offset_of!(CuMemAccessDesc, flags),
+        ),
+        (
+            "ncclUniqueId",
+            "internal",
+            offset_of!(NcclUniqueId, internal),
+        ),
+        ("struct cudaDeviceProp", "name", 0),
+    ];
+    for (ty, field, offset) in layout {
+        static_assert(&mut out, &format!("offsetof({ty}, {field}) == {offset}"));
+    }
+    let alloc_flags = size_of::<CuMemAllocFlags>();
+    static_assert(
+        &mut out,
+        &format!("sizeof(((CUmemAllocationProp *)0)->allocFlags) == {alloc_flags}"),
+    );
+    static_assert(
+        &mut out,
+        "sizeof(((struct cudaDeviceProp *)0)->name) == 256",
+    );
+    let buffer = crate::device::PROP_BUFFER_WORDS * 8;
+    static_assert(
+        &mut out,
+        &format!("sizeof(struct cudaDeviceProp) <= {buffer}"),
+    );
+    // cudaHostFn_t is `Option<unsafe extern "C" fn(*mut c_void)>`.
+    out.push_str("void (*dipu_check_host_fn)(void *) = (cudaHostFn_t)0;\n");
+    out
+}
+
+#[test]
+fn bindings_match_the_real_headers() {
+    let source = bindings_source();
+    if let Err(errors) = compile(&source) {
+        panic!(
+            "the bindings differ from NVIDIA's headers:\n{errors}\n--- generated C ---\n{source}"
+        );
+    }
+    let checked = source
+        .lines()
+        .filter(|l| l.starts_with("_Static_assert") || l.contains("dipu_check_"))
+        .count();
+    assert!(checked > 100, "only {checked} checks were generated");
+}
+
+#[test]
+fn the_check_catches_wrong_signatures_and_values() {
+    let wrong = [
+        ("a wrong argument type", "int (*const x)(int) = cudaMalloc;"),
+        (
+            "a missing const",
+            "cudaError_t (*const x)(void *, void *, size_t, enum cudaMemcpyKind) = cudaMemcpy;",
+        ),
+        (
+            "int for an enum",
+            "cudaError_t (*const x)(void *, void const *, size_t, int) = cudaMemcpy;",
+        ),
+        (
+            "the id by pointer",
+            "ncclResult_t (*const x)(ncclComm_t *, int, ncclUniqueId *, int) = ncclCommInitRank;",
+        ),
+        (
+            "a wrong value",
+            "_Static_assert(ncclMin == 2, \"swapped\");",
+        ),
+        (
+            "a wrong size",
+            "_Static_assert(sizeof(CUmemAllocationProp) == 24, \"size\");",
+        ),
+    ];
+    for (what, line) in wrong {
+        let source = format!("{PRELUDE}{line}\n");
+        assert!(compile(&source).is_err(), "{what} was not caught: {line}");
+    }
+    let right = "ncclResult_t (*const x)(ncclComm_t *, int, ncclUniqueId, int) = ncclCommInitRank;";
+    compile(&format!("{PRELUDE}{right}\n")).expect("the correct prototype compiles");
+}
+
+#[test]
+fn rust_types_translate_to_c() {
+    let types = all_types();
+    let names: HashMap<&str, &str> = types.iter().map(|t| (t.rust, t.c)).collect();
+    assert_eq!(c_type("*mut *const c_char", &names), "char const * *");
+    assert_eq!(
+        c_type("*const CUmemAllocationProp", &names),
+        "CUmemAllocationProp const *"
+    );
+    assert_eq!(c_type("cudaMemcpyKind", &names), "enum cudaMemcpyKind");
+    assert_eq!(
+        c_type("*mut cudaDeviceProp", &names),
+        "struct cudaDeviceProp *"
+    );
+    assert_eq!(c_type("usize", &names), "size_t");
+}
