@@ -20,6 +20,9 @@ pub(crate) enum Use {
     Allocated,
     /// Freed by its user; waiting for other streams before reuse.
     Pending,
+    /// Freed and reusable for the same size and stream, kept whole (not
+    /// merged or indexed) until the allocator next needs to grow.
+    Parked,
 }
 
 /// A piece of a segment.

@@ -158,6 +158,10 @@ impl Policy for BestFit {
         true
     }
 
+    fn parks_frees(&self) -> bool {
+        true
+    }
+
     fn pool_name(&self, size: usize) -> &'static str {
         if size <= SMALL_SEGMENT {
             "small"

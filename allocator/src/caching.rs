@@ -8,6 +8,7 @@ use std::ffi::c_void;
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{PooledEvent, Stream};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::arena::{Arena, BlockId, Use};
 use crate::deferred::Deferred;
@@ -22,6 +23,12 @@ struct State<P> {
     arena: Arena,
     stats: DeviceStats,
     pending: Deferred<BlockId, PooledEvent>,
+    /// Parked blocks by (stream, size).
+    parked: HashMap<(Stream, usize), Vec<BlockId>>,
+    parked_blocks: usize,
+    /// Whether frees are parked (the policy's choice; not with expandable
+    /// segments, whose free granules are unmapped instead).
+    park: bool,
     source: Source,
     gc_threshold: Option<f64>,
     expandable: Option<Expandables>,
@@ -49,6 +56,7 @@ impl<P: Policy> CachingAllocator<P> {
         } else {
             None
         };
+        let park = policy.parks_frees() && expandable.is_none();
         Ok(CachingAllocator {
             device: source.device,
             state: Mutex::new(State {
@@ -56,6 +64,9 @@ impl<P: Policy> CachingAllocator<P> {
                 arena: Arena::default(),
                 stats: DeviceStats::default(),
                 pending: Deferred::new(),
+                parked: HashMap::default(),
+                parked_blocks: 0,
+                park,
                 source,
                 gc_threshold: config.garbage_collection_threshold,
                 expandable,
@@ -65,14 +76,45 @@ impl<P: Policy> CachingAllocator<P> {
 }
 
 impl<P: Policy> State<P> {
-    /// Indexes a free block, counting it as inactive-split when its segment is in use.
-    fn index(&mut self, block: BlockId) {
+    /// Counts a reusable block as inactive-split when its segment is in use.
+    fn count_inactive(&mut self, block: BlockId) {
         if !self.arena.is_whole_segment(block) {
             let size = self.arena.blocks[block].size as u64;
             self.stats.inactive_split.increase(1);
             self.stats.inactive_split_bytes.increase(size);
         }
+    }
+
+    /// Indexes a free block, counting it as inactive-split when its segment is in use.
+    fn index(&mut self, block: BlockId) {
+        self.count_inactive(block);
         self.policy.insert(&self.arena, block);
+    }
+
+    /// A parked block of exactly `size` for `stream`, if one waits.
+    fn unpark(&mut self, stream: Stream, size: usize) -> Option<BlockId> {
+        if self.parked_blocks == 0 {
+            return None;
+        }
+        let block = self.parked.get_mut(&(stream, size))?.pop()?;
+        self.parked_blocks -= 1;
+        self.unindexed(block);
+        self.arena.blocks[block].used = Use::Free;
+        Some(block)
+    }
+
+    /// Merges and indexes every parked block.
+    fn flush_parked(&mut self) {
+        if self.parked_blocks == 0 {
+            return;
+        }
+        let parked: Vec<BlockId> = self.parked.drain().flat_map(|(_, blocks)| blocks).collect();
+        self.parked_blocks = 0;
+        for block in parked {
+            self.unindexed(block);
+            self.arena.blocks[block].used = Use::Free;
+            self.merge_and_index(block);
+        }
     }
 
     /// Takes a block out of the index (after `policy.take`, or to merge or release it).
@@ -86,13 +128,28 @@ impl<P: Policy> State<P> {
 
     /// Makes a freed block reusable: merges it with free neighbours and indexes it.
     fn release(&mut self, block: BlockId) {
-        let (addr, size) = (self.arena.blocks[block].addr, self.arena.blocks[block].size);
+        let addr = self.arena.blocks[block].addr;
         self.arena.in_use.remove(&addr);
+        self.release_unlisted(block);
+    }
+
+    /// [`State::release`] for a block already taken out of `in_use`.
+    fn release_unlisted(&mut self, block: BlockId) {
+        let size = self.arena.blocks[block].size;
         self.stats.on_inactive(size);
-        self.arena.blocks[block].used = Use::Free;
-        self.arena.blocks[block].requested = 0;
-        self.arena.blocks[block].other_streams.clear();
-        self.merge_and_index(block);
+        let b = &mut self.arena.blocks[block];
+        b.requested = 0;
+        b.other_streams.clear();
+        if self.park {
+            b.used = Use::Parked;
+            let stream = self.arena.stream_of(block);
+            self.count_inactive(block);
+            self.parked.entry((stream, size)).or_default().push(block);
+            self.parked_blocks += 1;
+        } else {
+            b.used = Use::Free;
+            self.merge_and_index(block);
+        }
     }
 
     /// Merges a free, unindexed block with its free neighbours and indexes it.
@@ -138,6 +195,7 @@ impl<P: Policy> State<P> {
             return Ok(());
         }
         if self.policy.release_before_grow() {
+            self.flush_parked();
             self.unmap_free_granules()?;
         }
         let mut retried = false;
@@ -179,6 +237,7 @@ impl<P: Policy> State<P> {
     /// Gives every cached whole segment back to the vendor (oldest first),
     /// until `keep_below` bytes are reserved if given.
     fn release_cached_segments(&mut self, keep_below: Option<u64>) -> Result<()> {
+        self.flush_parked();
         let mut whole: Vec<(u64, BlockId)> = self
             .arena
             .segments
@@ -238,6 +297,14 @@ impl<P: Policy> State<P> {
 
     /// A new segment for a block of `size`, with PyTorch's recovery ladder.
     fn grow(&mut self, size: usize, stream: Stream, requested: usize) -> Result<BlockId> {
+        if self.parked_blocks > 0 {
+            // Merged, the parked blocks may serve the request after all.
+            self.flush_parked();
+            if let Some(block) = self.policy.take(&self.arena, size, stream) {
+                self.unindexed(block);
+                return Ok(block);
+            }
+        }
         if let Some(exp) = self.expandable.as_mut() {
             if let Some(block) = exp.reserve(&mut self.arena, stream)? {
                 self.stats.segment.increase(1);
@@ -335,12 +402,15 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             st.process_pending(false)?;
         }
         let size = st.policy.round(bytes);
-        let block = match st.policy.take(&st.arena, size, stream) {
-            Some(block) => {
-                st.unindexed(block);
-                block
-            }
-            None => st.grow(size, stream, bytes)?,
+        let block = match st.unpark(stream, size) {
+            Some(block) => block,
+            None => match st.policy.take(&st.arena, size, stream) {
+                Some(block) => {
+                    st.unindexed(block);
+                    block
+                }
+                None => st.grow(size, stream, bytes)?,
+            },
         };
         let block_size = st.arena.blocks[block].size;
         if block_size > size && st.policy.should_split(block_size, size) {
@@ -388,7 +458,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         st.stats.on_free(size, requested);
         let others = std::mem::take(&mut st.arena.blocks[block].other_streams);
         if others.is_empty() {
-            st.release(block);
+            st.release_unlisted(block);
             return Ok(());
         }
         let mut events = Vec::with_capacity(others.len());
@@ -448,7 +518,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 while let Some(id) = at {
                     let b = &st.arena.blocks[id];
                     let state = match b.used {
-                        Use::Free => BlockState::Free,
+                        Use::Free | Use::Parked => BlockState::Free,
                         Use::Allocated => BlockState::Allocated,
                         Use::Pending => BlockState::Pending,
                     };

@@ -37,6 +37,13 @@ pub(crate) trait Policy: Send + 'static {
         true
     }
 
+    /// Whether freed blocks are parked whole for an exact-size reuse (no
+    /// split, merge or index work on the hit path) and merged only before
+    /// the allocator grows, so growth sees the same merged free space.
+    fn parks_frees(&self) -> bool {
+        false
+    }
+
     /// Whether blocks are split (expandable segments need it).
     fn splits(&self) -> bool {
         true
