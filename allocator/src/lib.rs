@@ -109,6 +109,27 @@ pub trait DeviceAllocator: Send + Sync {
     fn set_memory_fraction(&self, fraction: f64) -> Result<()>;
 }
 
+/// Handles what every algorithm answers the same way: a stream of another
+/// device is an error, and zero bytes is a null allocation (`Some`).
+pub(crate) fn trivial_request(
+    device: i32,
+    bytes: usize,
+    stream: Stream,
+) -> Result<Option<Allocation>> {
+    if stream.device() != device {
+        return Err(dipu_deviceapi::Error::invalid_argument(format!(
+            "a stream of device {} was passed to the allocator of device {device}",
+            stream.device()
+        )));
+    }
+    Ok((bytes == 0).then_some(Allocation {
+        ptr: std::ptr::null_mut(),
+        size: 0,
+        device,
+        stream,
+    }))
+}
+
 /// A device allocator of `algorithm` for `device`.
 pub fn new_device_allocator(
     ctx: &'static DeviceContext,
