@@ -429,16 +429,18 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             return Ok(());
         }
         let mut st = self.state.lock();
-        let block = match st.arena.in_use.get(&(ptr as usize)) {
-            Some(&b) if st.arena.blocks[b].used == Use::Allocated => b,
-            _ => {
+        let block = match st.arena.in_use.remove(&(ptr as usize)) {
+            Some(b) if st.arena.blocks[b].used == Use::Allocated => b,
+            other => {
+                if let Some(pending) = other {
+                    st.arena.in_use.insert(ptr as usize, pending);
+                }
                 return Err(Error::invalid_argument(format!(
                     "{ptr:p} was not allocated by the device {} allocator, or was already freed",
                     self.device
-                )))
+                )));
             }
         };
-        st.arena.in_use.remove(&(ptr as usize));
         let (size, requested) = (
             st.arena.blocks[block].size,
             st.arena.blocks[block].requested,

@@ -111,6 +111,7 @@ pub trait DeviceAllocator: Send + Sync {
 
 /// Handles what every algorithm answers the same way: a stream of another
 /// device is an error, and zero bytes is a null allocation (`Some`).
+#[inline(always)]
 pub(crate) fn trivial_request(
     device: i32,
     bytes: usize,
