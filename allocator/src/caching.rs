@@ -7,7 +7,6 @@ use std::ffi::c_void;
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{PooledEvent, Stream};
-use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::arena::{Arena, BlockId, Use};
@@ -16,6 +15,7 @@ use crate::expandable::Expandables;
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::Source;
+use crate::sync::Mutex;
 use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats};
 
 struct State<P> {
@@ -547,5 +547,66 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
 
     fn set_memory_fraction(&self, fraction: f64) -> Result<()> {
         self.state.lock().source.set_fraction(fraction)
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use std::sync::Arc;
+
+    use loom::sync::Mutex as LoomMutex;
+
+    use crate::{new_device_allocator, Algorithm, AllocatorConfig, DeviceAllocator};
+
+    /// Two threads allocate and free at once through one device allocator
+    /// whose cache already holds a segment: every interleaving hands out
+    /// disjoint live blocks, and afterwards the books balance.
+    #[test]
+    fn concurrent_allocate_and_free_never_share_memory() {
+        loom::model(|| {
+            let vendor = dipu_vendor_host::HostVendor::new(dipu_vendor_host::HostConfig {
+                devices: 1,
+                memory_per_device: 64 << 20,
+                ..Default::default()
+            })
+            .unwrap();
+            let ctx = dipu_stream::DeviceContext::new(Arc::new(vendor)).unwrap();
+            let alloc: Arc<dyn DeviceAllocator> = Arc::from(
+                new_device_allocator(ctx, 0, Algorithm::BestFit, &AllocatorConfig::default())
+                    .unwrap(),
+            );
+            let stream = ctx.current_stream(0).unwrap();
+            let warm = alloc.allocate(8192, stream).unwrap();
+            alloc.free(warm.ptr).unwrap();
+            let live = Arc::new(LoomMutex::new(Vec::<(usize, usize)>::new()));
+            let worker = {
+                let (alloc, live) = (alloc.clone(), live.clone());
+                move |bytes: usize| {
+                    let a = alloc.allocate(bytes, stream).unwrap();
+                    let start = a.ptr as usize;
+                    {
+                        let mut live = live.lock().unwrap();
+                        for &(s, e) in live.iter() {
+                            assert!(start + bytes <= s || e <= start, "overlapping live blocks");
+                        }
+                        live.push((start, start + bytes));
+                    }
+                    live.lock().unwrap().retain(|&(s, _)| s != start);
+                    alloc.free(a.ptr).unwrap();
+                }
+            };
+            let w = worker.clone();
+            let t = loom::thread::spawn(move || w(3000));
+            worker(5000);
+            t.join().unwrap();
+            let stats = alloc.stats();
+            assert_eq!(stats.allocated_bytes.current, 0);
+            assert_eq!(
+                stats.num_device_alloc, 1,
+                "both threads were served from the cached segment"
+            );
+            alloc.empty_cache().unwrap();
+            assert_eq!(alloc.stats().reserved_bytes.current, 0);
+        });
     }
 }

@@ -41,6 +41,7 @@ pub mod replay;
 mod snapshot;
 mod source;
 mod stats;
+mod sync;
 mod torch;
 
 use std::ffi::c_void;
