@@ -402,6 +402,24 @@ dipu_status dipu_generator_get_state(int32_t device, uint8_t *buf, size_t len, s
 // `buf` must be NULL or valid for reading `len` bytes.
 dipu_status dipu_generator_set_state(int32_t device, const uint8_t *buf, size_t len);
 
+// Switches the memory checker on (as DIPU_MEM_CHECK=1 does when the
+// runtime is created), capturing a backtrace at every allocation and free
+// when `backtraces` is not 0 (as DIPU_MEM_CHECK_ENABLE_BACKTRACE=1).
+// Allocations made before are not known to it. From then on invalid and
+// double frees are reported with backtraces, and a leak report is written
+// at dipu_shutdown and at process exit (exit() or return from main).
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_memcheck_enable(int32_t backtraces);
+
+// Writes the memory checker's report now: the live allocations grouped by
+// backtrace (largest first) with size, device, stream, age and thread,
+// the invalid frees and accesses seen, and a summary line "N blocks,
+// X MiB leaked". It goes to the file named by DIPU_MEM_CHECK_LOG_FILE
+// (appended), else to stderr. With the checker off it reports nothing
+// live. Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no
+// runtime.
+dipu_status dipu_memcheck_report(void);
+
 // Allocates at least `bytes` of device memory for use on `stream` (on
 // the stream's device) from the caching allocator and stores the pointer
 // in `*out` (NULL for 0 bytes). Free it with dipu_free; using it on other

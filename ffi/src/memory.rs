@@ -59,10 +59,14 @@ pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
         let device = match rt.find_allocation(ptr) {
             Some(a) => a.device,
             None => {
-                return Err(Error::invalid_argument(format!(
+                let e = Error::invalid_argument(format!(
                     "{ptr:p} is not a live allocation of dipu_malloc (never allocated, or \
                      already freed)"
-                )))
+                ));
+                return Err(match dipu_runtime::memcheck::enabled() {
+                    true => dipu_runtime::memcheck::on_bad_free(ptr as usize, e),
+                    false => e,
+                });
             }
         };
         rt.free_raw(device, ptr)

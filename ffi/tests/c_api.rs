@@ -97,10 +97,16 @@ fn pkg_config(args: &[&str]) -> Vec<String> {
 /// Compiles `tests/c/<src>` with `compiler` and the pkg-config flags into
 /// `dir`, with an rpath to the installed library.
 fn build(dir: &Path, compiler: &str, std: &str, src: &str) -> PathBuf {
-    let exe = dir.join(src.replace('.', "_"));
+    build_with(dir, compiler, std, src, &[])
+}
+
+/// [`build`] with `extra` compiler flags (the executable's name says them).
+fn build_with(dir: &Path, compiler: &str, std: &str, src: &str, extra: &[&str]) -> PathBuf {
+    let exe = dir.join(format!("{}{}", src.replace('.', "_"), extra.concat()));
     let out = Command::new(compiler)
         .arg(format!("-std={std}"))
         .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-pthread", "-g"])
+        .args(extra)
         .args(pkg_config(&["--cflags"]))
         .arg("-I")
         .arg(crate_dir().join("tests/c"))
@@ -245,4 +251,62 @@ fn cmake_find_package_builds_and_runs() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("hello, device"), "{exe}: {stdout}");
     }
+}
+
+/// Runs `tests/c/leaks.c` (built with `extra` flags) with the memory
+/// checker and backtraces on; returns its stdout and the checker's log.
+fn run_leaks(extra: &[&str]) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags = vec!["-O0", "-rdynamic"];
+    flags.extend_from_slice(extra);
+    let exe = build_with(dir.path(), "gcc", "c11", "leaks.c", &flags);
+    let log = dir.path().join("memcheck.log");
+    let out = Command::new(&exe)
+        .env_remove("DIPU_VENDOR")
+        .env("DIPU_MEM_CHECK", "1")
+        .env("DIPU_MEM_CHECK_ENABLE_BACKTRACE", "1")
+        .env("DIPU_MEM_CHECK_LOG_FILE", &log)
+        .output()
+        .expect("run leaks.c");
+    assert_ok(&out, "leaks.c");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(stdout.contains("leaks done"), "{stdout}");
+    let log = std::fs::read_to_string(&log).expect("the checker wrote DIPU_MEM_CHECK_LOG_FILE");
+    (stdout, log)
+}
+
+#[test]
+fn memcheck_reports_c_leaks_with_their_functions() {
+    let (_, log) = run_leaks(&[]);
+    let report = &log[log.find("==== dipu memcheck report").expect(&log)..];
+    assert!(report.contains("\n2 blocks, "), "{report}");
+    let alpha = report
+        .find("leak 1: 1 block(s), 1048576 bytes")
+        .expect(report);
+    let beta = report.find("leak 2: 1 block(s), 4096 bytes").expect(report);
+    assert!(!report.contains("leak 3:"), "{report}");
+    assert!(report[alpha..beta].contains("leak_from_alpha"), "{report}");
+    assert!(!report[alpha..beta].contains("leak_from_beta"), "{report}");
+    assert!(report[beta..].contains("leak_from_beta"), "{report}");
+    assert!(report[beta..].contains("leaks.c:"), "{report}");
+    assert!(!report.contains("free_one_block"), "{report}");
+}
+
+#[test]
+fn memcheck_reports_c_bad_frees_with_both_backtraces() {
+    let (stdout, log) = run_leaks(&["-DBAD_FREES"]);
+    assert!(stdout.contains("second free: dipu_free:"), "{stdout}");
+    assert!(stdout.contains("first freed at:"), "{stdout}");
+    assert!(stdout.contains("never allocated"), "{stdout}");
+    let double = log.find("dipu memcheck: double free:").expect(&log);
+    let unknown = log
+        .find("dipu memcheck: free of an unknown pointer:")
+        .expect(&log);
+    let section = &log[double..unknown];
+    for part in ["first freed at:", "allocated at:", "this call at:"] {
+        assert!(section.contains(part), "no `{part}` in {section}");
+    }
+    // The first free, the allocation and the second free: all in free_one_block.
+    assert!(section.matches("free_one_block").count() >= 3, "{section}");
+    assert!(log.contains("\n2 blocks, "), "{log}");
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use dipu_allocator::Allocation;
 use dipu_deviceapi::{CopyKind, Error, Result};
+use dipu_memcheck::Location;
 use dipu_stream::Stream;
 
 use crate::live::LiveAllocation;
@@ -27,6 +28,14 @@ impl Runtime {
             len: alloc.size,
             device: alloc.device,
         });
+        if dipu_memcheck::enabled() {
+            dipu_memcheck::on_alloc(
+                alloc.ptr as usize,
+                alloc.size,
+                Location::Device(alloc.device),
+                Some(alloc.stream.id()),
+            );
+        }
         Ok(DeviceBuffer {
             rt: Arc::clone(self),
             alloc,
@@ -43,6 +52,9 @@ impl Runtime {
             // for at least `bytes` bytes of host-accessible memory, and
             // nobody else has it yet.
             unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
+        }
+        if dipu_memcheck::enabled() {
+            dipu_memcheck::on_alloc(ptr as usize, bytes, Location::Host, None);
         }
         Ok(HostBuffer {
             rt: Arc::clone(self),

@@ -15,6 +15,23 @@ struct Checked {
 }
 
 impl Runtime {
+    /// The live map's range check, with the
+    /// memory checker's account (backtraces) of a failure when it is on.
+    fn check_range(
+        &self,
+        ptr: *const c_void,
+        bytes: usize,
+        op: &str,
+        what: &str,
+    ) -> Result<crate::LiveAllocation> {
+        self.live.check_range(ptr, bytes, op, what).map_err(|e| {
+            match dipu_memcheck::enabled() && !ptr.is_null() {
+                true => dipu_memcheck::check_access(ptr as usize, e),
+                false => e,
+            }
+        })
+    }
+
     /// Checks a copy of `bytes` from `src` to `dst` in direction `kind`:
     /// device sides must lie inside one live allocation of this runtime,
     /// host sides must not be null. `None` when there is nothing to copy.
@@ -31,7 +48,7 @@ impl Runtime {
         }
         let side = |ptr: *const c_void, is_device: bool, what: &str| -> Result<Option<i32>> {
             if is_device {
-                return Ok(Some(self.live.check_range(ptr, bytes, op, what)?.device));
+                return Ok(Some(self.check_range(ptr, bytes, op, what)?.device));
             }
             if ptr.is_null() {
                 return Err(Error::invalid_argument(format!(
@@ -127,9 +144,7 @@ impl Runtime {
         if bytes == 0 {
             return Ok(());
         }
-        let a = self
-            .live
-            .check_range(dst, bytes, "memset", "the destination")?;
+        let a = self.check_range(dst, bytes, "memset", "the destination")?;
         let _guard = OptionalDeviceGuard::new(self.ctx, Some(a.device))?;
         // SAFETY: the range is inside a live allocation (checked above).
         unsafe { self.vendor.api.memset(dst, value, bytes) }

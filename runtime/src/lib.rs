@@ -40,6 +40,9 @@ pub use options::RuntimeOptions;
 pub use report::{DeviceLeak, ShutdownReport};
 pub use runtime::{loader, Runtime};
 
+/// The memory checker (`DIPU_MEM_CHECK`).
+pub use dipu_memcheck as memcheck;
+
 pub use dipu_allocator::{
     Algorithm, AllocatorConfig, DeviceAllocator, DeviceAllocators, DeviceStats, HostAlgorithm,
     HostAllocator, Stat,

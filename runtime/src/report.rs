@@ -39,6 +39,9 @@ pub struct ShutdownReport {
     /// Steps that failed (a device synchronize, an `empty_cache`); the
     /// shutdown went on past them.
     pub errors: Vec<Error>,
+    /// The memory checker's report (when `DIPU_MEM_CHECK` is on), also
+    /// written to stderr or `DIPU_MEM_CHECK_LOG_FILE`.
+    pub memcheck: Option<dipu_memcheck::Report>,
 }
 
 impl ShutdownReport {
@@ -124,6 +127,11 @@ impl Runtime {
         }
         for e in &report.errors {
             tracing::warn!("dipu runtime shutdown: {e}");
+        }
+        if dipu_memcheck::enabled() {
+            let r = dipu_memcheck::report();
+            r.write();
+            report.memcheck = Some(r);
         }
         report
     }

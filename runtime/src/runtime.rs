@@ -61,6 +61,7 @@ impl Runtime {
     /// for the rest of the process, as a CUDA context does.
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>> {
         let o = options.resolve()?;
+        dipu_memcheck::MemCheck::init_from_env()?;
         let vendor = loader().load(&o.vendor)?;
         let ctx = DeviceContext::new(Arc::clone(&vendor.api))
             .map_err(|e| e.context(format_args!("vendor `{}`", vendor.api.name())))?;
@@ -221,13 +222,26 @@ impl Runtime {
         if ptr.is_null() {
             return Ok(());
         }
-        let a = self.live.remove(ptr, device, "free_raw")?;
+        let checking = dipu_memcheck::enabled();
+        let a = match self.live.remove(ptr, device, "free_raw") {
+            Ok(a) => a,
+            Err(e) if checking => return Err(dipu_memcheck::on_bad_free(ptr as usize, e)),
+            Err(e) => return Err(e),
+        };
+        // Before the allocator can hand `ptr` out again to another thread.
+        if checking {
+            dipu_memcheck::on_free(ptr as usize);
+        }
         let result = self
             .allocators
             .get(device)
             .and_then(|alloc| alloc.free(ptr));
         if result.is_err() {
             self.live.insert(a);
+            if checking {
+                let loc = dipu_memcheck::Location::Device(device);
+                dipu_memcheck::on_alloc(a.addr, a.len, loc, None);
+            }
         }
         result
     }
@@ -259,7 +273,16 @@ impl Runtime {
     /// no-op; an unknown pointer or a second free is an `InvalidArgument`
     /// error.
     pub fn free_host_raw(&self, ptr: *mut c_void) -> Result<()> {
-        self.host.free(ptr)
+        if !dipu_memcheck::enabled() {
+            return self.host.free(ptr);
+        }
+        // Before the allocator can hand `ptr` out again to another thread;
+        // an unknown pointer or a second free is a no-op here and an error
+        // below.
+        dipu_memcheck::on_free(ptr as usize);
+        self.host
+            .free(ptr)
+            .map_err(|e| dipu_memcheck::on_bad_free(ptr as usize, e))
     }
 
     /// Declares that a copy using the pinned block at `ptr` was queued on

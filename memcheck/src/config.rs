@@ -1,0 +1,125 @@
+//! The checker's environment variables.
+
+use std::path::PathBuf;
+
+use dipu_deviceapi::{Error, ErrorKind, Result};
+
+use crate::MemCheck;
+
+/// `DIPU_MEM_CHECK`: `1`/`true` switches the checker on.
+pub const ENV_MEM_CHECK: &str = "DIPU_MEM_CHECK";
+/// `DIPU_MEM_CHECK_ENABLE_BACKTRACE`: `1`/`true` captures backtraces.
+pub const ENV_BACKTRACE: &str = "DIPU_MEM_CHECK_ENABLE_BACKTRACE";
+/// `DIPU_MEM_CHECK_MAX_BLOCK`: live blocks beyond which a warning is logged.
+pub const ENV_MAX_BLOCK: &str = "DIPU_MEM_CHECK_MAX_BLOCK";
+/// `DIPU_MEM_CHECK_LOG_INTERVAL`: allocations between two such warnings.
+pub const ENV_LOG_INTERVAL: &str = "DIPU_MEM_CHECK_LOG_INTERVAL";
+/// `DIPU_MEM_CHECK_LOG_FILE`: where reports go (default stderr).
+pub const ENV_LOG_FILE: &str = "DIPU_MEM_CHECK_LOG_FILE";
+
+/// The checker's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `DIPU_MEM_CHECK` (default false).
+    pub enabled: bool,
+    /// `DIPU_MEM_CHECK_ENABLE_BACKTRACE` (default false).
+    pub backtraces: bool,
+    /// `DIPU_MEM_CHECK_MAX_BLOCK` (default 10000).
+    pub max_block: usize,
+    /// `DIPU_MEM_CHECK_LOG_INTERVAL` (default 1000, at least 1).
+    pub log_interval: usize,
+    /// `DIPU_MEM_CHECK_LOG_FILE` (default: stderr).
+    pub log_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enabled: false,
+            backtraces: false,
+            max_block: 10_000,
+            log_interval: 1000,
+            log_file: None,
+        }
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+fn bad(name: &str, value: &str, accepted: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidConfig,
+        format!("{name}={value:?} is not valid: expected {accepted}"),
+    )
+}
+
+/// Parses a boolean value (`0`, `1`, `true`, `false`, any case).
+pub(crate) fn parse_bool(name: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(bad(name, value, "0, 1, true or false")),
+    }
+}
+
+fn parse_count(name: &str, value: &str, min: usize) -> Result<usize> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(bad(name, value, &format!("an integer >= {min}"))),
+    }
+}
+
+impl Config {
+    /// The settings from the environment (unset: the defaults).
+    /// `InvalidConfig`, naming the variable, for a bad value.
+    pub fn from_env() -> Result<Config> {
+        let mut c = Config::default();
+        if let Some(v) = var(ENV_MEM_CHECK) {
+            c.enabled = parse_bool(ENV_MEM_CHECK, &v)?;
+        }
+        if let Some(v) = var(ENV_BACKTRACE) {
+            c.backtraces = parse_bool(ENV_BACKTRACE, &v)?;
+        }
+        if let Some(v) = var(ENV_MAX_BLOCK) {
+            c.max_block = parse_count(ENV_MAX_BLOCK, &v, 0)?;
+        }
+        if let Some(v) = var(ENV_LOG_INTERVAL) {
+            c.log_interval = parse_count(ENV_LOG_INTERVAL, &v, 1)?;
+        }
+        c.log_file = var(ENV_LOG_FILE)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Ok(c)
+    }
+
+    /// Makes these settings current; switches the checker on if `enabled`
+    /// (never off).
+    pub fn apply(&self) {
+        crate::state::set_limits(self.max_block, self.log_interval, self.log_file.clone());
+        if self.enabled {
+            MemCheck::enable(self.backtraces);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn booleans_and_counts_parse() {
+        assert!(parse_bool("X", "1").unwrap());
+        assert!(parse_bool("X", "TRUE").unwrap());
+        assert!(!parse_bool("X", "0").unwrap());
+        assert!(!parse_bool("X", "false").unwrap());
+        let e = parse_bool("DIPU_MEM_CHECK", "yes").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        assert!(e.to_string().contains("DIPU_MEM_CHECK"), "{e}");
+        assert_eq!(parse_count("X", "5", 1).unwrap(), 5);
+        let e = parse_count("DIPU_MEM_CHECK_LOG_INTERVAL", "0", 1).unwrap_err();
+        assert!(e.to_string().contains("DIPU_MEM_CHECK_LOG_INTERVAL"), "{e}");
+        assert!(parse_count("X", "-3", 0).is_err());
+    }
+}

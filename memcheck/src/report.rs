@@ -1,0 +1,326 @@
+//! `Report`: the leaks grouped by backtrace, and the violations seen.
+
+use std::fmt::{self, Write as _};
+use std::thread::Thread;
+use std::time::Duration;
+
+use backtrace::Backtrace;
+
+use crate::Location;
+
+/// Frames of these crates are left out of reports, so the caller's come first.
+const SKIPPED: &[&str] = &[
+    "dipu_memcheck::",
+    "dipu_runtime::",
+    "dipu_ffi::",
+    "backtrace::",
+    "std::",
+    "core::",
+    "alloc::",
+    "__rust",
+];
+
+/// One resolved frame of a backtrace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// The function (demangled, without the hash).
+    pub function: String,
+    /// The source file, when debug information has it.
+    pub file: Option<String>,
+    /// The line in `file`.
+    pub line: Option<u32>,
+}
+
+/// One live block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// The address.
+    pub ptr: usize,
+    /// The bytes requested.
+    pub size: usize,
+    /// Device or pinned host.
+    pub location: Location,
+    /// The stream it was allocated on (device memory).
+    pub stream: Option<String>,
+    /// The allocation's sequence number.
+    pub seq: u64,
+    /// How long it has been live.
+    pub age: Duration,
+    /// The allocating thread (name and id).
+    pub thread: String,
+}
+
+/// The leaks with one backtrace (or, without backtraces, one location).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeakGroup {
+    /// Blocks in the group.
+    pub count: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The allocation's backtrace, without dipu's and the Rust runtime's
+    /// frames (empty without backtraces).
+    pub frames: Vec<Frame>,
+    /// The blocks, largest first.
+    pub blocks: Vec<Block>,
+}
+
+/// An invalid free or access the checker caught.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// `double free`, `free of an interior pointer`, `free of an unknown
+    /// pointer` or `invalid access`.
+    pub kind: String,
+    /// The full message, with backtraces.
+    pub message: String,
+}
+
+/// What the checker found: the live blocks grouped by backtrace (largest
+/// group first) and the violations seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Leak groups, largest total first.
+    pub groups: Vec<LeakGroup>,
+    /// Live blocks in all.
+    pub blocks: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Invalid frees and accesses seen (the first 256).
+    pub violations: Vec<Violation>,
+}
+
+pub(crate) fn thread_name(t: &Thread) -> String {
+    format!("{} ({:?})", t.name().unwrap_or("<unnamed>"), t.id())
+}
+
+pub(crate) fn stream_name(s: Option<crate::StreamId>) -> String {
+    s.map_or_else(|| "-".to_owned(), |s| format!("{s:?}"))
+}
+
+/// `bt`'s frames resolved, without dipu's and the Rust runtime's.
+pub(crate) fn resolve(bt: &Backtrace) -> Vec<Frame> {
+    let mut bt = bt.clone();
+    bt.resolve();
+    let mut frames = Vec::new();
+    for frame in bt.frames() {
+        for sym in frame.symbols() {
+            let Some(name) = sym.name() else { continue };
+            let function = format!("{name:#}");
+            let bare = function.trim_start_matches('<');
+            let file = sym.filename();
+            let dipu_export = function.starts_with("dipu_")
+                && file.is_some_and(|f| f.extension().is_some_and(|e| e == "rs"));
+            if dipu_export || SKIPPED.iter().any(|p| bare.starts_with(p)) {
+                continue;
+            }
+            frames.push(Frame {
+                function,
+                file: file.map(|f| f.display().to_string()),
+                line: sym.lineno(),
+            });
+        }
+    }
+    frames
+}
+
+pub(crate) fn format_frames(frames: &[Frame], indent: &str) -> String {
+    let mut s = String::new();
+    if frames.is_empty() {
+        let _ = writeln!(s, "{indent}(no frames outside dipu)");
+    }
+    for (i, f) in frames.iter().enumerate() {
+        let _ = write!(s, "{indent}#{i} {}", f.function);
+        if let Some(file) = &f.file {
+            let _ = write!(s, " at {file}:{}", f.line.unwrap_or(0));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+impl Report {
+    pub(crate) fn build(
+        blocks: Vec<(Block, Option<Backtrace>)>,
+        violations: Vec<Violation>,
+    ) -> Self {
+        use std::collections::HashMap;
+        let mut groups: HashMap<(Vec<Frame>, Option<Location>), LeakGroup> = HashMap::new();
+        let mut report = Report {
+            violations,
+            ..Report::default()
+        };
+        for (block, bt) in blocks {
+            report.blocks += 1;
+            report.bytes += block.size as u64;
+            let key = match &bt {
+                Some(bt) => (resolve(bt), None),
+                None => (Vec::new(), Some(block.location)),
+            };
+            let g = groups.entry(key.clone()).or_insert_with(|| LeakGroup {
+                count: 0,
+                bytes: 0,
+                frames: key.0,
+                blocks: Vec::new(),
+            });
+            g.count += 1;
+            g.bytes += block.size as u64;
+            g.blocks.push(block);
+        }
+        report.groups = groups.into_values().collect();
+        for g in &mut report.groups {
+            g.blocks
+                .sort_by(|a, b| b.size.cmp(&a.size).then(a.seq.cmp(&b.seq)));
+        }
+        report.groups.sort_by(|a, b| {
+            b.bytes
+                .cmp(&a.bytes)
+                .then(a.blocks[0].seq.cmp(&b.blocks[0].seq))
+        });
+        report
+    }
+
+    /// Whether nothing is live and nothing was caught.
+    pub fn is_clean(&self) -> bool {
+        self.blocks == 0 && self.violations.is_empty()
+    }
+
+    /// Writes the report to `DIPU_MEM_CHECK_LOG_FILE` (appending), or to
+    /// stderr.
+    pub fn write(&self) {
+        crate::state::write_log(&self.to_string());
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> String {
+        let mut s = format!(
+            "{{\"blocks\":{},\"bytes\":{},\"groups\":[",
+            self.blocks, self.bytes
+        );
+        for (i, g) in self.groups.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            let _ = write!(
+                s,
+                "{{\"count\":{},\"bytes\":{},\"frames\":[",
+                g.count, g.bytes
+            );
+            for (j, f) in g.frames.iter().enumerate() {
+                if j > 0 {
+                    s.push(',');
+                }
+                let _ = write!(
+                    s,
+                    "{{\"function\":{},\"file\":{},\"line\":{}}}",
+                    json_str(&f.function),
+                    f.file.as_deref().map_or("null".to_owned(), json_str),
+                    f.line.map_or("null".to_owned(), |l| l.to_string())
+                );
+            }
+            s.push_str("],\"blocks\":[");
+            for (j, b) in g.blocks.iter().enumerate() {
+                if j > 0 {
+                    s.push(',');
+                }
+                let device = match b.location {
+                    Location::Device(d) => d.to_string(),
+                    Location::Host => "null".to_owned(),
+                };
+                let _ = write!(
+                    s,
+                    "{{\"ptr\":\"{:#x}\",\"size\":{},\"device\":{device},\"host\":{},\"stream\":{},\"seq\":{},\"age_ms\":{},\"thread\":{}}}",
+                    b.ptr,
+                    b.size,
+                    b.location == Location::Host,
+                    b.stream.as_deref().map_or("null".to_owned(), json_str),
+                    b.seq,
+                    b.age.as_millis(),
+                    json_str(&b.thread)
+                );
+            }
+            s.push_str("]}");
+        }
+        s.push_str("],\"violations\":[");
+        for (i, v) in self.violations.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            let _ = write!(
+                s,
+                "{{\"kind\":{},\"message\":{}}}",
+                json_str(&v.kind),
+                json_str(&v.message)
+            );
+        }
+        s.push_str("]}");
+        s
+    }
+}
+
+fn json_str(v: &str) -> String {
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Blocks listed per group; the rest are counted.
+const LISTED: usize = 8;
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "==== dipu memcheck report ====")?;
+        for (i, g) in self.groups.iter().enumerate() {
+            writeln!(f, "leak {}: {} block(s), {} bytes", i + 1, g.count, g.bytes)?;
+            for b in g.blocks.iter().take(LISTED) {
+                writeln!(
+                    f,
+                    "  {:#x}: {} bytes on {}, stream {}, age {:.3} s, thread {}",
+                    b.ptr,
+                    b.size,
+                    b.location,
+                    b.stream.as_deref().unwrap_or("-"),
+                    b.age.as_secs_f64(),
+                    b.thread
+                )?;
+            }
+            if g.blocks.len() > LISTED {
+                writeln!(f, "  ... and {} more", g.blocks.len() - LISTED)?;
+            }
+            if g.frames.is_empty() {
+                writeln!(
+                    f,
+                    "  allocated at: (no backtrace: set DIPU_MEM_CHECK_ENABLE_BACKTRACE=1)"
+                )?;
+            } else {
+                writeln!(f, "  allocated at:")?;
+                f.write_str(&format_frames(&g.frames, "    "))?;
+            }
+        }
+        for v in &self.violations {
+            writeln!(f, "{}: {}", v.kind, v.message)?;
+        }
+        writeln!(
+            f,
+            "{} blocks, {:.3} MiB leaked ({} bytes); {} invalid frees/accesses",
+            self.blocks,
+            mib(self.bytes),
+            self.bytes,
+            self.violations.len()
+        )
+    }
+}

@@ -1,0 +1,338 @@
+//! The checker's state: live records in sharded maps, the recent frees,
+//! the violations seen, the limits and the process-exit report.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{LazyLock, Once};
+use std::thread::Thread;
+use std::time::Instant;
+
+use backtrace::{Backtrace, BacktraceFrame};
+use dipu_deviceapi::{Error, ErrorKind};
+use dipu_stream::StreamId;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+
+use crate::report::{self, Block, Report, Violation};
+use crate::Location;
+
+const SHARDS: usize = 16;
+/// Recent frees remembered per shard (4096 in all).
+const FREED_PER_SHARD: usize = 256;
+/// Violations kept for the report.
+const MAX_VIOLATIONS: usize = 256;
+
+/// One live allocation.
+pub(crate) struct Record {
+    pub(crate) size: usize,
+    pub(crate) location: Location,
+    pub(crate) stream: Option<StreamId>,
+    pub(crate) seq: u64,
+    pub(crate) thread: Thread,
+    pub(crate) time: Instant,
+    pub(crate) backtrace: Option<Backtrace>,
+}
+
+/// One recent free.
+struct Freed {
+    record: Record,
+    free_seq: u64,
+    free_thread: Thread,
+    free_backtrace: Option<Backtrace>,
+}
+
+#[derive(Default)]
+struct Shard {
+    live: FxHashMap<usize, Record>,
+    freed: FxHashMap<usize, Freed>,
+    order: VecDeque<(usize, u64)>,
+}
+
+static SHARD_MAPS: LazyLock<[Mutex<Shard>; SHARDS]> =
+    LazyLock::new(|| std::array::from_fn(|_| Mutex::new(Shard::default())));
+static SEQ: AtomicU64 = AtomicU64::new(0);
+static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
+static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+static MAX_BLOCK: AtomicUsize = AtomicUsize::new(10_000);
+static LOG_INTERVAL: AtomicUsize = AtomicUsize::new(1000);
+static LOG_FILE: Mutex<Option<PathBuf>> = Mutex::new(None);
+static VIOLATIONS: Mutex<Vec<Violation>> = Mutex::new(Vec::new());
+
+fn shard(ptr: usize) -> &'static Mutex<Shard> {
+    // Allocations are at least 64-byte aligned: mix the higher bits.
+    let h = (ptr >> 6).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize);
+    &SHARD_MAPS[h >> (usize::BITS - 4)]
+}
+
+/// Frames captured per backtrace (from the capture point: dipu's own
+/// frames, then the caller's). Unwinding costs per frame; a bound keeps
+/// capture at a few microseconds whatever the depth of the stack.
+pub const MAX_FRAMES: usize = 16;
+
+/// An unresolved backtrace of the innermost [`MAX_FRAMES`] frames, when
+/// backtraces are on.
+fn capture() -> Option<Backtrace> {
+    if !crate::backtraces() {
+        return None;
+    }
+    let mut frames = Vec::with_capacity(MAX_FRAMES);
+    backtrace::trace(|f| {
+        frames.push(BacktraceFrame::from(f.clone()));
+        frames.len() < MAX_FRAMES
+    });
+    Some(Backtrace::from(frames))
+}
+
+pub(crate) fn set_limits(max_block: usize, log_interval: usize, log_file: Option<PathBuf>) {
+    MAX_BLOCK.store(max_block, Ordering::Relaxed);
+    LOG_INTERVAL.store(log_interval.max(1), Ordering::Relaxed);
+    *LOG_FILE.lock() = log_file;
+}
+
+/// Records a new allocation of `size` bytes at `ptr` (null is ignored).
+pub fn on_alloc(ptr: usize, size: usize, location: Location, stream: Option<StreamId>) {
+    if ptr == 0 {
+        return;
+    }
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let record = Record {
+        size,
+        location,
+        stream,
+        seq,
+        thread: std::thread::current(),
+        time: Instant::now(),
+        backtrace: capture(),
+    };
+    let replaced = {
+        let mut s = shard(ptr).lock();
+        s.freed.remove(&ptr);
+        s.live.insert(ptr, record)
+    };
+    if let Some(old) = replaced {
+        // Not freed through the runtime (e.g. records from before a
+        // disable/enable cycle): keep the counts right.
+        LIVE_BYTES.fetch_sub(old.size as u64, Ordering::Relaxed);
+    } else {
+        LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+    }
+    let bytes = LIVE_BYTES.fetch_add(size as u64, Ordering::Relaxed) + size as u64;
+    let blocks = LIVE_BLOCKS.load(Ordering::Relaxed);
+    if blocks > MAX_BLOCK.load(Ordering::Relaxed)
+        && seq % LOG_INTERVAL.load(Ordering::Relaxed) as u64 == 0
+    {
+        tracing::warn!(
+            blocks,
+            bytes,
+            "dipu memcheck: {blocks} live blocks ({bytes} bytes) exceed DIPU_MEM_CHECK_MAX_BLOCK={}",
+            MAX_BLOCK.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// Records that the allocation at `ptr` was freed (after the runtime freed
+/// it). A pointer the checker does not know (allocated while it was off)
+/// is ignored.
+pub fn on_free(ptr: usize) {
+    if ptr == 0 {
+        return;
+    }
+    let free_backtrace = capture();
+    let mut s = shard(ptr).lock();
+    let Some(record) = s.live.remove(&ptr) else {
+        return;
+    };
+    LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
+    LIVE_BYTES.fetch_sub(record.size as u64, Ordering::Relaxed);
+    let free_seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    s.freed.insert(
+        ptr,
+        Freed {
+            record,
+            free_seq,
+            free_thread: std::thread::current(),
+            free_backtrace,
+        },
+    );
+    s.order.push_back((ptr, free_seq));
+    while s.order.len() > FREED_PER_SHARD {
+        let Some((old, seq)) = s.order.pop_front() else {
+            break;
+        };
+        if s.freed.get(&old).is_some_and(|f| f.free_seq == seq) {
+            s.freed.remove(&old);
+        }
+    }
+}
+
+/// Live blocks the checker holds now.
+pub fn records_count() -> usize {
+    LIVE_BLOCKS.load(Ordering::Relaxed)
+}
+
+fn describe(ptr: usize, r: &Record) -> String {
+    format!(
+        "{ptr:#x} ({} bytes on {}, stream {}, allocation #{} by thread {})",
+        r.size,
+        r.location,
+        report::stream_name(r.stream),
+        r.seq,
+        report::thread_name(&r.thread)
+    )
+}
+
+fn trace(label: &str, bt: Option<&Backtrace>) -> String {
+    match bt {
+        Some(bt) => format!(
+            "\n  {label}:\n{}",
+            report::format_frames(&report::resolve(bt), "    ")
+        ),
+        None => format!("\n  {label}: (no backtrace: set DIPU_MEM_CHECK_ENABLE_BACKTRACE=1)"),
+    }
+}
+
+/// What the checker knows about `ptr`: a recent free of it, or the live
+/// allocation containing it.
+fn explain(ptr: usize, what: &str) -> String {
+    {
+        let s = shard(ptr).lock();
+        if let Some(f) = s.freed.get(&ptr) {
+            return format!(
+                "{what} {ptr:#x} was already freed (free #{} by thread {}); allocation {}{}{}",
+                f.free_seq,
+                report::thread_name(&f.free_thread),
+                describe(ptr, &f.record),
+                trace("first freed at", f.free_backtrace.as_ref()),
+                trace("allocated at", f.record.backtrace.as_ref()),
+            );
+        }
+    }
+    for m in SHARD_MAPS.iter() {
+        let s = m.lock();
+        if let Some((&start, r)) = s
+            .live
+            .iter()
+            .find(|(&start, r)| ptr >= start && ptr < start + r.size.max(1))
+        {
+            return format!(
+                "{what} {ptr:#x} is {} bytes inside the live allocation {}{}",
+                ptr - start,
+                describe(start, r),
+                trace("allocated at", r.backtrace.as_ref()),
+            );
+        }
+    }
+    format!("{what} {ptr:#x} was never allocated through the dipu runtime (or was freed long ago)")
+}
+
+fn violation(kind: &str, message: String) -> Error {
+    let message = format!("{message}{}", trace("this call at", capture().as_ref()));
+    let line = format!("dipu memcheck: {kind}: {message}\n");
+    tracing::error!("{}", line.trim_end());
+    write_log(&line);
+    let mut v = VIOLATIONS.lock();
+    if v.len() < MAX_VIOLATIONS {
+        v.push(Violation {
+            kind: kind.to_owned(),
+            message: message.clone(),
+        });
+    }
+    Error::new(ErrorKind::InvalidArgument, message)
+}
+
+/// Turns the runtime's refusal `err` of a free of `ptr` into the checker's
+/// error: a double free names the first free and the allocation (with
+/// their backtraces), an interior pointer the allocation it is inside and
+/// the offset. Logs it and keeps it for the report.
+pub fn on_bad_free(ptr: usize, err: Error) -> Error {
+    let detail = explain(ptr, "freeing");
+    let kind = if detail.contains("already freed") {
+        "double free"
+    } else if detail.contains("inside the live allocation") {
+        "free of an interior pointer"
+    } else {
+        "free of an unknown pointer"
+    };
+    violation(kind, format!("{err}\n  {detail}"))
+}
+
+/// Turns the runtime's refusal `err` of a copy touching `ptr` into the
+/// checker's error (with the backtraces of a recent free or of the
+/// allocation the range runs out of), logs it and keeps it.
+pub fn check_access(ptr: usize, err: Error) -> Error {
+    let detail = explain(ptr, "accessing");
+    violation("invalid access", format!("{err}\n  {detail}"))
+}
+
+/// Appends `text` to `DIPU_MEM_CHECK_LOG_FILE`, or writes it to stderr.
+pub(crate) fn write_log(text: &str) {
+    let file = LOG_FILE.lock().clone();
+    let written = file.and_then(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .ok()
+    });
+    if written.is_none() {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+}
+
+pub(crate) fn clear() {
+    for m in SHARD_MAPS.iter() {
+        let mut s = m.lock();
+        let blocks = s.live.len();
+        let bytes: u64 = s.live.values().map(|r| r.size as u64).sum();
+        LIVE_BLOCKS.fetch_sub(blocks, Ordering::Relaxed);
+        LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+        *s = Shard::default();
+    }
+    VIOLATIONS.lock().clear();
+}
+
+pub(crate) fn report() -> Report {
+    let mut blocks = Vec::new();
+    for m in SHARD_MAPS.iter() {
+        let s = m.lock();
+        for (&ptr, r) in &s.live {
+            blocks.push((
+                Block {
+                    ptr,
+                    size: r.size,
+                    location: r.location,
+                    stream: r.stream.map(|s| format!("{s:?}")),
+                    seq: r.seq,
+                    age: r.time.elapsed(),
+                    thread: report::thread_name(&r.thread),
+                },
+                r.backtrace.clone(),
+            ));
+        }
+    }
+    Report::build(blocks, VIOLATIONS.lock().clone())
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let r = report();
+        if !r.is_clean() {
+            r.write();
+        }
+    });
+}
+
+pub(crate) fn register_at_exit() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `at_exit` is a plain `extern "C" fn()` that never unwinds
+        // (its body is inside catch_unwind) and lives as long as the process.
+        let rc = unsafe { libc::atexit(at_exit) };
+        if rc != 0 {
+            tracing::warn!("dipu memcheck: atexit failed; no report at process exit");
+        }
+    });
+}
