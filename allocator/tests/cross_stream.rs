@@ -16,7 +16,7 @@ use dipu_allocator::{Algorithm, BlockState, DeviceAllocator};
 use dipu_stream::Stream;
 
 const SIZE: usize = MIB;
-const READER: Duration = Duration::from_millis(200);
+const READER: Duration = Duration::from_millis(20);
 /// Re-allocations while the reader runs: an odd number, so that for
 /// TORCH and BF (2 MiB segments for 1 MiB requests) they fill whole
 /// segments and A is the only free block once released.
@@ -26,19 +26,34 @@ per_algorithm!(reuse_waits_for_the_other_stream);
 per_caching_algorithm!(without_record_stream_the_reader_sees_corruption);
 
 /// A on s1 filled with 0xAB, read slowly on s2 after `record_stream`.
+/// With `hold`, s2 is held (before the reader) until the returned gate is
+/// dropped, so the test decides when s2's work may finish, whatever the
+/// machine's speed.
 fn setup(
     env: &Env,
     alloc: &dyn DeviceAllocator,
     s1: Stream,
     s2: Stream,
     record: bool,
-) -> *mut c_void {
+    hold: bool,
+) -> (*mut c_void, Option<std::sync::mpsc::Sender<()>>) {
     let a = alloc.allocate(SIZE, s1).unwrap();
     env.memset_async(s1, a.ptr, 0xAB, SIZE);
     s1.synchronize().unwrap();
     if record {
         alloc.record_stream(a.ptr, s2).unwrap();
     }
+    let gate = hold.then(|| {
+        let (gate, wait) = std::sync::mpsc::channel::<()>();
+        // SAFETY: s2 is a live pooled stream; the callback only waits.
+        unsafe {
+            env.ctx
+                .api()
+                .launch_host_func(s2.raw(), Box::new(move || _ = wait.recv()))
+                .unwrap()
+        };
+        gate
+    });
     // SAFETY: `a` is SIZE live bytes of device 0 and s2 a live stream; the
     // block is freed only through the allocator, which must wait for s2.
     unsafe {
@@ -46,7 +61,7 @@ fn setup(
             .enqueue_expect(s2.raw(), a.ptr, 0xAB, SIZE, READER)
             .unwrap();
     }
-    a.ptr
+    (a.ptr, gate)
 }
 
 fn overlaps(x: *mut c_void, y: *mut c_void) -> bool {
@@ -58,7 +73,8 @@ fn reuse_waits_for_the_other_stream(alg: Algorithm) {
     let env = Env::new(256 << 20);
     let alloc = env.allocator(0, alg);
     let (s1, s2) = (env.stream(0), env.stream(0));
-    let a = setup(&env, alloc.as_ref(), s1, s2, true);
+    // RAW's free waits for s2 itself, so only the caching algorithms hold it.
+    let (a, gate) = setup(&env, alloc.as_ref(), s1, s2, true, alg != Algorithm::Raw);
     alloc.free(a).unwrap();
     if alg == Algorithm::Raw {
         // RAW frees to the vendor, after waiting for s2.
@@ -95,11 +111,9 @@ fn reuse_waits_for_the_other_stream(alg: Algorithm) {
     }
     s1.synchronize().unwrap();
     if alg != Algorithm::Raw {
-        assert!(
-            !s2.query().unwrap(),
-            "{alg}: the reader finished before the re-allocations: the test proved nothing (machine too slow?)"
-        );
+        assert!(!s2.query().unwrap(), "{alg}: s2 is still held");
     }
+    drop(gate);
     s2.synchronize()
         .unwrap_or_else(|e| panic!("{alg}: s2 reported an error: {e}"));
     if let Some(e) = env.vendor.take_async_error() {
@@ -140,13 +154,14 @@ fn without_record_stream_the_reader_sees_corruption(alg: Algorithm) {
     let env = Env::new(256 << 20);
     let alloc = env.allocator(0, alg);
     let (s1, s2) = (env.stream(0), env.stream(0));
-    let a = setup(&env, alloc.as_ref(), s1, s2, false);
+    let (a, gate) = setup(&env, alloc.as_ref(), s1, s2, false, true);
     alloc.free(a).unwrap();
     let b = alloc.allocate(SIZE, s1).unwrap();
     assert_eq!(b.ptr, a, "{alg}: without record_stream A is reused at once");
     env.memset_async(s1, b.ptr, 0xCD, SIZE);
     // Waits for the fill; may already report the reader's (sticky) error.
     let _ = s1.synchronize();
+    drop(gate);
     assert!(
         s2.synchronize().is_err(),
         "{alg}: the sticky error shows on synchronize"
