@@ -6,8 +6,6 @@
 #[macro_use]
 mod common;
 
-use std::time::Duration;
-
 use common::{Env, KIB, MIB};
 use dipu_allocator::{Algorithm, BlockState};
 use dipu_deviceapi::ErrorKind;
@@ -31,12 +29,7 @@ fn snapshot_describes_every_block(alg: Algorithm) {
     let pending = alloc.allocate(100 * KIB, s1).unwrap();
     alloc.free(freed.ptr).unwrap();
     alloc.record_stream(pending.ptr, s2).unwrap();
-    // SAFETY: s2 is a live stream of this vendor.
-    unsafe {
-        env.vendor
-            .enqueue_kernel(s2.raw(), Duration::from_millis(300))
-            .unwrap()
-    };
+    let gate = common::hold(&env, s2, alg == Algorithm::Raw);
     alloc.free(pending.ptr).unwrap();
     let snap = common::check_snapshot(alloc.as_ref(), &alg.to_string());
     let blocks: Vec<_> = snap.segments.iter().flat_map(|s| &s.blocks).collect();
@@ -113,6 +106,7 @@ fn snapshot_describes_every_block(alg: Algorithm) {
             "{alg}: allocated blocks"
         );
     }
+    drop(gate);
     s2.synchronize().unwrap();
     let probe = alloc.allocate(1, s1).unwrap(); // releases pending frees whose work is done
     alloc.free(probe.ptr).unwrap();

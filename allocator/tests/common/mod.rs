@@ -366,3 +366,27 @@ macro_rules! per_caching_algorithm {
         }
     )*};
 }
+
+/// Keeps `stream` busy until the returned gate is dropped (work queued
+/// behind it stays pending however slow the machine), or, for RAW (whose
+/// free waits for the stream itself), with 300 ms of simulated work.
+pub(crate) fn hold(env: &Env, stream: Stream, raw: bool) -> Option<std::sync::mpsc::Sender<()>> {
+    if raw {
+        // SAFETY: `stream` is a live stream of this vendor.
+        unsafe {
+            env.vendor
+                .enqueue_kernel(stream.raw(), std::time::Duration::from_millis(300))
+                .unwrap()
+        };
+        return None;
+    }
+    let (gate, wait) = std::sync::mpsc::channel::<()>();
+    // SAFETY: `stream` is a live stream of this vendor; the callback only waits.
+    unsafe {
+        env.ctx
+            .api()
+            .launch_host_func(stream.raw(), Box::new(move || _ = wait.recv()))
+            .unwrap()
+    };
+    Some(gate)
+}
