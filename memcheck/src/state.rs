@@ -46,6 +46,9 @@ struct Freed {
 #[derive(Default)]
 struct Shard {
     live: FxHashMap<usize, Record>,
+    /// Bytes of `live`, kept under the shard's lock (no global counters on
+    /// the allocation path).
+    live_bytes: u64,
     freed: FxHashMap<usize, Freed>,
     order: VecDeque<(usize, u64)>,
 }
@@ -53,8 +56,6 @@ struct Shard {
 static SHARD_MAPS: LazyLock<[Mutex<Shard>; SHARDS]> =
     LazyLock::new(|| std::array::from_fn(|_| Mutex::new(Shard::default())));
 static SEQ: AtomicU64 = AtomicU64::new(0);
-static LIVE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
-static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
 static MAX_BLOCK: AtomicUsize = AtomicUsize::new(10_000);
 static LOG_INTERVAL: AtomicUsize = AtomicUsize::new(1000);
 static LOG_FILE: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -106,30 +107,36 @@ pub fn on_alloc(ptr: usize, size: usize, location: Location, stream: Option<Stre
         time: Instant::now(),
         backtrace: capture(),
     };
-    let replaced = {
+    {
         let mut s = shard(ptr).lock();
         s.freed.remove(&ptr);
-        s.live.insert(ptr, record)
-    };
-    if let Some(old) = replaced {
-        // Not freed through the runtime (e.g. records from before a
-        // disable/enable cycle): keep the counts right.
-        LIVE_BYTES.fetch_sub(old.size as u64, Ordering::Relaxed);
-    } else {
-        LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+        if let Some(old) = s.live.insert(ptr, record) {
+            // Not freed through the runtime (e.g. a record from before a
+            // disable/enable cycle): keep the bytes right.
+            s.live_bytes -= old.size as u64;
+        }
+        s.live_bytes += size as u64;
     }
-    let bytes = LIVE_BYTES.fetch_add(size as u64, Ordering::Relaxed) + size as u64;
-    let blocks = LIVE_BLOCKS.load(Ordering::Relaxed);
-    if blocks > MAX_BLOCK.load(Ordering::Relaxed)
-        && seq % LOG_INTERVAL.load(Ordering::Relaxed) as u64 == 0
-    {
-        tracing::warn!(
-            blocks,
-            bytes,
-            "dipu memcheck: {blocks} live blocks ({bytes} bytes) exceed DIPU_MEM_CHECK_MAX_BLOCK={}",
-            MAX_BLOCK.load(Ordering::Relaxed)
-        );
+    let interval = LOG_INTERVAL.load(Ordering::Relaxed) as u64;
+    if seq % interval == 0 {
+        let (blocks, bytes) = totals();
+        if blocks > MAX_BLOCK.load(Ordering::Relaxed) {
+            tracing::warn!(
+                blocks,
+                bytes,
+                "dipu memcheck: {blocks} live blocks ({bytes} bytes) exceed DIPU_MEM_CHECK_MAX_BLOCK={}",
+                MAX_BLOCK.load(Ordering::Relaxed)
+            );
+        }
     }
+}
+
+/// Live blocks and bytes over every shard.
+fn totals() -> (usize, u64) {
+    SHARD_MAPS.iter().fold((0, 0), |(blocks, bytes), m| {
+        let s = m.lock();
+        (blocks + s.live.len(), bytes + s.live_bytes)
+    })
 }
 
 /// Records that the allocation at `ptr` was freed (after the runtime freed
@@ -144,8 +151,7 @@ pub fn on_free(ptr: usize) {
     let Some(record) = s.live.remove(&ptr) else {
         return;
     };
-    LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
-    LIVE_BYTES.fetch_sub(record.size as u64, Ordering::Relaxed);
+    s.live_bytes -= record.size as u64;
     let free_seq = SEQ.fetch_add(1, Ordering::Relaxed);
     s.freed.insert(
         ptr,
@@ -169,7 +175,7 @@ pub fn on_free(ptr: usize) {
 
 /// Live blocks the checker holds now.
 pub fn records_count() -> usize {
-    LIVE_BLOCKS.load(Ordering::Relaxed)
+    totals().0
 }
 
 fn describe(ptr: usize, r: &Record) -> String {
@@ -284,12 +290,7 @@ pub(crate) fn write_log(text: &str) {
 
 pub(crate) fn clear() {
     for m in SHARD_MAPS.iter() {
-        let mut s = m.lock();
-        let blocks = s.live.len();
-        let bytes: u64 = s.live.values().map(|r| r.size as u64).sum();
-        LIVE_BLOCKS.fetch_sub(blocks, Ordering::Relaxed);
-        LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
-        *s = Shard::default();
+        *m.lock() = Shard::default();
     }
     VIOLATIONS.lock().clear();
 }
