@@ -15,8 +15,8 @@ use crate::expandable::Expandables;
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::Source;
-use crate::sync::Mutex;
 use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats};
+use dipu_stream::sync::Mutex;
 
 struct State<P> {
     policy: P,

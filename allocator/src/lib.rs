@@ -41,7 +41,6 @@ pub mod replay;
 mod snapshot;
 mod source;
 mod stats;
-mod sync;
 mod torch;
 
 use std::ffi::c_void;

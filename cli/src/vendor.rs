@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dipu_deviceapi::{LoadedVendor, Loader, Result, VendorSpec};
+use dipu_deviceapi::{LoadedVendor, Result, VendorSpec};
 use dipu_stream::DeviceContext;
 use dipu_vendor_host::{HostConfig, HostVendor};
 
@@ -15,9 +15,7 @@ pub(crate) fn load(spec: Option<&str>) -> Result<LoadedVendor> {
         None => VendorSpec::from_env()?,
     };
     tracing::debug!(%spec, "loading vendor");
-    Loader::new()
-        .with_builtin("host", || Ok(Arc::new(HostVendor::from_env()?)))
-        .load(&spec)
+    dipu_runtime::loader().load(&spec)
 }
 
 /// Device memory of the host vendor used by `dipu replay` and `dipu bench`:

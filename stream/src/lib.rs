@@ -35,7 +35,8 @@ mod event_pool;
 mod guard;
 mod pool;
 mod stream;
-mod sync;
+#[doc(hidden)]
+pub mod sync;
 
 pub use context::DeviceContext;
 pub use event::{Event, EventFlag};

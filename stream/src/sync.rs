@@ -1,16 +1,18 @@
-//! The synchronisation types this crate uses: std's (and parking_lot's) in
-//! normal builds, loom's under `--cfg loom`, so the same code is model-checked.
+//! The synchronisation types of the dipu crates: std's (and parking_lot's)
+//! in normal builds, loom's under `--cfg loom`, so the same code is
+//! model-checked. Internal to dipu-rs (the allocator uses it too); not a
+//! public API.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
-pub(crate) use std::sync::atomic::Ordering;
+pub use std::sync::atomic::Ordering;
 
 /// A mutex whose `lock` cannot fail (no poisoning).
 #[derive(Debug, Default)]
-pub(crate) struct Mutex<T> {
+pub struct Mutex<T> {
     #[cfg(loom)]
     inner: loom::sync::Mutex<T>,
     #[cfg(not(loom))]
@@ -19,7 +21,7 @@ pub(crate) struct Mutex<T> {
 
 impl<T> Mutex<T> {
     /// A mutex holding `value`.
-    pub(crate) fn new(value: T) -> Self {
+    pub fn new(value: T) -> Self {
         Mutex {
             #[cfg(loom)]
             inner: loom::sync::Mutex::new(value),
@@ -30,13 +32,14 @@ impl<T> Mutex<T> {
 
     /// Locks the mutex.
     #[cfg(not(loom))]
-    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+    #[inline]
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
         self.inner.lock()
     }
 
     /// Locks the mutex.
     #[cfg(loom)]
-    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+    pub fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
         self.inner
             .lock()
             .expect("loom mutexes are never poisoned here")
