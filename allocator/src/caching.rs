@@ -37,6 +37,7 @@ struct State<P> {
 /// A caching device allocator for one device, over policy `P`.
 pub(crate) struct CachingAllocator<P: Policy> {
     device: i32,
+    algorithm: Algorithm,
     state: Mutex<State<P>>,
 }
 
@@ -59,6 +60,7 @@ impl<P: Policy> CachingAllocator<P> {
         let park = policy.parks_frees() && expandable.is_none();
         Ok(CachingAllocator {
             device: source.device,
+            algorithm: policy.algorithm(),
             state: Mutex::new(State {
                 policy,
                 arena: Arena::default(),
@@ -367,7 +369,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     }
 
     fn algorithm(&self) -> Algorithm {
-        self.state.lock().policy.algorithm()
+        self.algorithm
     }
 
     fn allocate(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
