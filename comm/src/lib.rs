@@ -12,3 +12,7 @@
 pub mod store;
 
 pub use store::Store;
+
+pub mod group;
+
+pub use group::{Buffer, Options, ProcessGroup, Work};
