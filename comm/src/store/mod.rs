@@ -1,10 +1,81 @@
 //! Key-value stores for rendezvous: the [`Store`] trait and its
 //! implementations.
+//!
+//! | store | scope | blocking `get`/`wait` |
+//! |---|---|---|
+//! | [`TcpStore`] | any number of hosts; speaks torch.distributed's TCPStore wire protocol, so dipu-rs ranks and PyTorch ranks can share one store, in either role | the server answers `WAIT` when the keys appear |
+//! | [`FileStore`] | the processes of one host (or of a shared file system with working `flock`) | polls the file |
+//! | [`HashStore`] | the threads of one process | `Condvar` |
+//! | [`PrefixStore`] | wraps any store, puts `prefix/` in front of every key (torch's `PrefixStore`) | as the inner store |
+//!
+//! [`TcpStore::from_env`] joins a torchrun-style rendezvous (`MASTER_ADDR`,
+//! `MASTER_PORT`, `RANK`, `WORLD_SIZE`): rank 0 hosts the server.
+//!
+//! # Semantics shared by every store
+//!
+//! - `add` keeps the counter as a decimal ASCII string (`"42"`), as torch
+//!   does, so `get` on a counter returns its digits; `add` on a value that is
+//!   not an integer is an `InvalidArgument` error naming the key.
+//! - `compare_set(key, expected, desired)` sets `desired` when the value is
+//!   `expected`, or when the key is missing and `expected` is empty, and
+//!   returns the value after the call. (A missing key with a non-empty
+//!   `expected` returns `expected` unchanged: torch's behaviour.)
+//! - A timeout fails with `ErrorKind::Timeout` naming the missing keys.
+//!   `Duration::ZERO` checks once; `Duration::MAX` waits forever.
+//!
+//! # The TCPStore wire protocol (checked against PyTorch 2.15.0 from PyPI)
+//!
+//! Facts read from PyTorch's `TCPStore.cpp`, `store/TCPStoreBackend.{hpp,cpp}`
+//! and `store/TCPStoreLibUvBackend.cpp`, and tested against the real thing
+//! (`comm/tests/store_torch_interop.rs`, both server back ends):
+//!
+//! - Integers travel raw in the host's byte order: little-endian on every
+//!   platform PyTorch ships for. Strings and byte values are a `u64` length
+//!   then the bytes; key counts are `u64` (`size_t`).
+//! - A request is one query-type byte and its fields. Query types:
+//!   `VALIDATE 0, SET 1, COMPARE_SET 2, GET 3, ADD 4, CHECK 5, WAIT 6,
+//!   GETNUMKEYS 7, DELETE_KEY 8, APPEND 9, MULTI_GET 10, MULTI_SET 11,
+//!   CANCEL_WAIT 12, PING 13, QUEUE_PUSH 14, QUEUE_POP 15, QUEUE_LEN 16,
+//!   LIST_KEYS 17, BARRIER 18`.
+//! - A connection starts with `VALIDATE` + `u32` magic `0x3C85F7CE` (no
+//!   reply; any other first message makes the server drop the connection),
+//!   then the client sends `PING` + `u32` nonce (its pid) and expects the
+//!   nonce back. The client retries connect + validate + ping with backoff
+//!   until its timeout, so workers may start before the server.
+//! - `SET`, `APPEND`, `MULTI_SET` (`u64` count, then key/value pairs) and
+//!   `QUEUE_PUSH` have no reply. `COMPARE_SET` answers the value after the
+//!   call; `ADD` (`i64` delta) the new `i64`; `DELETE_KEY` and `GETNUMKEYS`
+//!   an `i64`; `CHECK` a byte, `READY 0` / `NOT_READY 1`.
+//! - `GET` on the server never waits (the libuv server answers an empty value
+//!   for a missing key); the client first sends `WAIT` for the key, then
+//!   `GET`. `MULTI_GET` likewise follows a `WAIT` for all its keys.
+//! - `WAIT` answers `STOP_WAITING 0` once every key exists, which may be much
+//!   later: the client waits with its own timeout, and on expiry sends
+//!   `CANCEL_WAIT`, to which the server answers `WAIT_CANCELED 1` (after a
+//!   `STOP_WAITING` if the keys appeared in between).
+//! - The client puts `/` in front of every user key; `WAIT`/`ADD` on the raw
+//!   key `init/` count the workers that joined (`wait_for_workers`).
+//! - The libuv server (torch's default since 2.4) caps a key at 8 KiB, a
+//!   value at 8 MiB and a key count at 131072, and closes a connection that
+//!   sends anything malformed; ours does the same.
 
 use std::fmt::Debug;
 use std::time::Duration;
 
 use dipu_deviceapi::Result;
+
+mod errors;
+mod file;
+mod hash;
+mod kv;
+mod prefix;
+mod tcp;
+mod timeout;
+
+pub use file::FileStore;
+pub use hash::HashStore;
+pub use prefix::PrefixStore;
+pub use tcp::{EnvRendezvous, TcpStore, TcpStoreServer, TORCH_VALIDATION_MAGIC};
 
 /// The default time a blocking store call waits (torch's default too).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -48,4 +119,38 @@ pub trait Store: Send + Sync + Debug {
 
     /// Changes the timeout of blocking calls.
     fn set_timeout(&self, timeout: Duration);
+
+    /// Appends `value` to the value of `key` (a missing key starts empty).
+    ///
+    /// The provided method retries [`Store::compare_set`] until it wins, so it
+    /// is atomic on any store; the stores of this module do it in one step.
+    fn append(&self, key: &str, value: &[u8]) -> Result<()> {
+        loop {
+            let old = if self.check(&[key])? {
+                self.get(key)?
+            } else {
+                Vec::new()
+            };
+            let mut new = old.clone();
+            new.extend_from_slice(value);
+            if self.compare_set(key, &old, &new)? == new {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The values of `keys`, waiting up to the store's timeout for all of
+    /// them.
+    fn multi_get(&self, keys: &[&str]) -> Result<Vec<Vec<u8>>> {
+        self.wait(keys, self.timeout())?;
+        keys.iter().map(|key| self.get(key)).collect()
+    }
+
+    /// Sets each of `keys` to the value at the same index of `values`.
+    fn multi_set(&self, keys: &[&str], values: &[&[u8]]) -> Result<()> {
+        errors::check_multi_set(keys, values)?;
+        keys.iter()
+            .zip(values)
+            .try_for_each(|(key, value)| self.set(key, value))
+    }
 }
