@@ -4,10 +4,12 @@
 use std::ffi::c_void;
 
 use dipu_deviceapi::{
-    Capabilities, CopyKind, DeviceApi, DeviceProperties, Error, ErrorKind, EventHandle,
-    HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, Result, StreamHandle,
+    Capabilities, CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, Error, ErrorKind,
+    EventHandle, HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result,
+    StreamHandle,
 };
 
+use crate::comm::{self, Call};
 use crate::memory::Kind;
 use crate::stream::Op;
 use crate::{describe, device, event, ops, vmm, HostVendor};
@@ -28,7 +30,7 @@ impl DeviceApi for HostVendor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::VIRTUAL_MEMORY
+        Capabilities::VIRTUAL_MEMORY | Capabilities::COLLECTIVES
     }
 
     fn device_count(&self) -> Result<i32> {
@@ -266,6 +268,180 @@ impl DeviceApi for HostVendor {
     unsafe fn event_elapsed_ms(&self, start: EventHandle, end: EventHandle) -> Result<f32> {
         let (a, b) = (self.events.get(start)?, self.events.get(end)?);
         event::elapsed_ms((&a, start), (&b, end))
+    }
+
+    // ---- collectives (see the `comm` module) ----------------------------
+
+    fn comm_unique_id_size(&self) -> usize {
+        comm::UNIQUE_ID_SIZE
+    }
+
+    fn comm_get_unique_id(&self) -> Result<Vec<u8>> {
+        comm::new_unique_id()
+    }
+
+    fn comm_init_rank(&self, world_size: i32, unique_id: &[u8], rank: i32) -> Result<CommHandle> {
+        self.comm_init(world_size, unique_id, rank)
+    }
+
+    unsafe fn comm_destroy(&self, comm: CommHandle) -> Result<()> {
+        self.comm_remove(comm)
+    }
+
+    unsafe fn comm_abort(&self, comm: CommHandle) -> Result<()> {
+        self.comm_kill(comm)
+    }
+
+    unsafe fn comm_async_error(&self, comm: CommHandle) -> Result<()> {
+        self.comm_error(comm)
+    }
+
+    unsafe fn all_reduce(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let kind = comm::Kind::AllReduce;
+        let call = Call {
+            kind,
+            send,
+            recv,
+            count,
+            dtype,
+            op: Some(op),
+            root: 0,
+        };
+        self.comm_collective(call, comm, stream)
+    }
+
+    unsafe fn broadcast(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: DataType,
+        root: i32,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let kind = comm::Kind::Broadcast;
+        let call = Call {
+            kind,
+            send,
+            recv,
+            count,
+            dtype,
+            op: None,
+            root,
+        };
+        self.comm_collective(call, comm, stream)
+    }
+
+    unsafe fn all_gather(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        send_count: usize,
+        dtype: DataType,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let (kind, count) = (comm::Kind::AllGather, send_count);
+        let call = Call {
+            kind,
+            send,
+            recv,
+            count,
+            dtype,
+            op: None,
+            root: 0,
+        };
+        self.comm_collective(call, comm, stream)
+    }
+
+    unsafe fn reduce_scatter(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        recv_count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let (kind, count) = (comm::Kind::ReduceScatter, recv_count);
+        let call = Call {
+            kind,
+            send,
+            recv,
+            count,
+            dtype,
+            op: Some(op),
+            root: 0,
+        };
+        self.comm_collective(call, comm, stream)
+    }
+
+    unsafe fn reduce(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        root: i32,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let kind = comm::Kind::Reduce;
+        let call = Call {
+            kind,
+            send,
+            recv,
+            count,
+            dtype,
+            op: Some(op),
+            root,
+        };
+        self.comm_collective(call, comm, stream)
+    }
+
+    unsafe fn send(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        dtype: DataType,
+        peer: i32,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.comm_p2p(true, buf as usize, (count, dtype), peer, (comm, stream))
+    }
+
+    unsafe fn recv(
+        &self,
+        buf: *mut c_void,
+        count: usize,
+        dtype: DataType,
+        peer: i32,
+        comm: CommHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.comm_p2p(false, buf as usize, (count, dtype), peer, (comm, stream))
+    }
+
+    fn group_start(&self) -> Result<()> {
+        self.comm_group_start();
+        Ok(())
+    }
+
+    fn group_end(&self) -> Result<()> {
+        self.comm_group_end()
     }
 
     // ---- virtual memory -------------------------------------------------

@@ -1,5 +1,7 @@
 //! The host vendor's configuration and its environment variables.
 
+use std::time::Duration;
+
 use dipu_deviceapi::{Error, ErrorKind, Result};
 
 use crate::size::{format_size_short, parse_size, ACCEPTED};
@@ -13,6 +15,13 @@ pub const ENV_FAIL_MALLOC_AT: &str = "DIPU_HOST_FAIL_MALLOC_AT";
 /// Makes every device malloc fail that would bring the bytes ever allocated
 /// past this size.
 pub const ENV_FAIL_MALLOC_AFTER_BYTES: &str = "DIPU_HOST_FAIL_MALLOC_AFTER_BYTES";
+
+/// Seconds a collective may make no progress before it fails with
+/// `Timeout` (default 1800): a safety net so that nothing hangs forever.
+pub const ENV_COMM_TIMEOUT: &str = "DIPU_HOST_COMM_TIMEOUT";
+
+/// The default of [`ENV_COMM_TIMEOUT`].
+const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// The most simulated devices a host vendor can have.
 pub const MAX_DEVICES: i32 = 64;
@@ -31,6 +40,9 @@ pub struct HostConfig {
     /// Device mallocs fail once the bytes ever allocated would exceed this
     /// ([`ENV_FAIL_MALLOC_AFTER_BYTES`]).
     pub fail_malloc_after_bytes: Option<u64>,
+    /// How long a collective or point-to-point operation may make no
+    /// progress before it fails with `Timeout` ([`ENV_COMM_TIMEOUT`]).
+    pub comm_timeout: Duration,
 }
 
 impl Default for HostConfig {
@@ -41,6 +53,7 @@ impl Default for HostConfig {
             memory_per_device: 4 << 30,
             fail_malloc_at: None,
             fail_malloc_after_bytes: None,
+            comm_timeout: DEFAULT_COMM_TIMEOUT,
         }
     }
 }
@@ -99,6 +112,20 @@ impl HostConfig {
                 .map_err(|why| bad_size(ENV_FAIL_MALLOC_AFTER_BYTES, &text, &why))?;
             config.fail_malloc_after_bytes = Some(bytes);
         }
+        if let Some(text) = get(ENV_COMM_TIMEOUT) {
+            let seconds = text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0 && *s <= 1e9);
+            config.comm_timeout = seconds.map(Duration::from_secs_f64).ok_or_else(|| {
+                bad_value(
+                    ENV_COMM_TIMEOUT,
+                    &text,
+                    "a number of seconds greater than 0 (e.g. 1800 or 0.5)",
+                )
+            })?;
+        }
         Ok(config)
     }
 
@@ -117,6 +144,12 @@ impl HostConfig {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 format!("host devices need at least 1 byte of memory (set {ENV_MEMORY})"),
+            ));
+        }
+        if self.comm_timeout.is_zero() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("the communicator timeout must be longer than 0 ({ENV_COMM_TIMEOUT})"),
             ));
         }
         if self.fail_malloc_at == Some(0) {
@@ -181,8 +214,10 @@ mod tests {
             (ENV_MEMORY, "512M"),
             (ENV_FAIL_MALLOC_AT, "7"),
             (ENV_FAIL_MALLOC_AFTER_BYTES, "1GiB"),
+            (ENV_COMM_TIMEOUT, "2.5"),
         ])
         .unwrap();
+        assert_eq!(c.comm_timeout, Duration::from_millis(2500));
         assert_eq!(c.devices, 3);
         assert_eq!(c.memory_per_device, 512 << 20);
         assert_eq!(c.fail_malloc_at, Some(7));
@@ -203,6 +238,9 @@ mod tests {
             (ENV_FAIL_MALLOC_AT, "0", "N >= 1"),
             (ENV_FAIL_MALLOC_AT, "-3", "N >= 1"),
             (ENV_FAIL_MALLOC_AFTER_BYTES, "lots", "GiB"),
+            (ENV_COMM_TIMEOUT, "0", "greater than 0"),
+            (ENV_COMM_TIMEOUT, "-1", "greater than 0"),
+            (ENV_COMM_TIMEOUT, "soon", "seconds"),
         ];
         for (var, value, accepted) in cases {
             let e = lookup(&[(var, value)]).unwrap_err();
@@ -231,6 +269,10 @@ mod tests {
             },
             HostConfig {
                 fail_malloc_at: Some(0),
+                ..HostConfig::default()
+            },
+            HostConfig {
+                comm_timeout: Duration::ZERO,
                 ..HostConfig::default()
             },
         ];

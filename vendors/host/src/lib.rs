@@ -31,6 +31,7 @@
 //! ```
 
 mod api;
+mod comm;
 mod config;
 mod device;
 mod event;
@@ -50,9 +51,10 @@ use std::time::Duration;
 
 use dipu_deviceapi::{Error, Result, StreamHandle};
 
+pub use comm::MAX_WORLD;
 pub use config::{
-    HostConfig, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT, ENV_MEMORY,
-    MAX_DEVICES,
+    HostConfig, ENV_COMM_TIMEOUT, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT,
+    ENV_MEMORY, MAX_DEVICES,
 };
 pub use fault::Fault;
 
@@ -76,6 +78,7 @@ pub struct HostVendor {
     vmm: Vmm,
     faults: Faults,
     errors: Arc<AsyncErrors>,
+    comms: comm::Comms,
 }
 
 impl HostVendor {
@@ -98,6 +101,7 @@ impl HostVendor {
             vmm: Vmm::default(),
             faults: Faults::from_config(config.fail_malloc_at, config.fail_malloc_after_bytes),
             errors,
+            comms: comm::Comms::default(),
             config,
         })
     }
@@ -226,6 +230,9 @@ impl HostVendor {
 
 impl Drop for HostVendor {
     fn drop(&mut self) {
+        // Communicators never destroyed are aborted, so their queued
+        // operations (and their peers) do not wait for this rank forever.
+        self.comms.abort_all();
         self.streams.shutdown_all();
         device::forget(self.id);
     }

@@ -1,0 +1,221 @@
+//! Ranks as processes: this test binary runs again as a child that joins a
+//! communicator whose unique id it gets hex-encoded in an environment
+//! variable.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dipu_deviceapi::{DataType, DeviceApi, ReduceOp, StreamHandle};
+
+use super::data::{input, reduce};
+use super::{assert_no_segment, vendor, Rank};
+
+/// What the child does (`allreduce` or `hang`), its rank, world and id.
+const ROLE: &str = "DIPU_HOST_COMM_TEST_ROLE";
+const RANK: &str = "DIPU_HOST_COMM_TEST_RANK";
+const WORLD: &str = "DIPU_HOST_COMM_TEST_WORLD";
+const ID: &str = "DIPU_HOST_COMM_TEST_ID";
+
+/// Element counts the processes all-reduce: one element, odd, many chunks.
+const COUNTS: [usize; 3] = [1, 1001, 3 * (512 << 10) / 4 + 7];
+/// The count of the collective a killed child is in the middle of.
+const BIG: usize = 4 << 20;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn spawn(role: &str, rank: usize, world: usize, id: &[u8]) -> Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "comm::tests::process::child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(RANK, rank.to_string())
+        .env(WORLD, world.to_string())
+        .env(ID, hex(id))
+        .env("DIPU_HOST_COMM_TIMEOUT", "30")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the test binary")
+}
+
+/// Waits for `child` at most `limit`; kills it if it takes longer.
+fn finish(mut child: Child, limit: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status.success();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The all-reduce every process runs with its rank's data.
+fn all_reduce(r: &Rank<'_>, count: usize) -> Vec<u8> {
+    let buf = r.upload(&input(DataType::F32, r.rank, count));
+    // SAFETY: a live buffer of `count` f32, stream and communicator.
+    unsafe {
+        r.host
+            .all_reduce(
+                buf,
+                buf,
+                count,
+                DataType::F32,
+                ReduceOp::Sum,
+                r.comm,
+                StreamHandle::DEFAULT,
+            )
+            .expect("all_reduce");
+    }
+    let out = r.download(buf, count * 4);
+    r.free(buf);
+    out
+}
+
+fn expected(world: usize, count: usize) -> Vec<u8> {
+    let terms: Vec<_> = (0..world).map(|p| input(DataType::F32, p, count)).collect();
+    reduce(DataType::F32, ReduceOp::Sum, &terms)
+}
+
+/// The child's side; a no-op when the test runs normally.
+#[test]
+fn child() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let var = |name| std::env::var(name).expect(name);
+    let rank: usize = var(RANK).parse().unwrap();
+    let world: usize = var(WORLD).parse().unwrap();
+    let id = unhex(&var(ID));
+    let host = crate::HostVendor::from_env().expect("vendor");
+    let comm = host
+        .comm_init_rank(world as i32, &id, rank as i32)
+        .expect("init");
+    let r = Rank {
+        host: &host,
+        comm,
+        rank,
+        world,
+    };
+    match role.as_str() {
+        "allreduce" => {
+            for count in COUNTS {
+                assert!(
+                    all_reduce(&r, count) == expected(world, count),
+                    "count {count}"
+                );
+            }
+            r.sync();
+            // SAFETY: a live communicator, destroyed once.
+            unsafe { host.comm_destroy(comm).expect("destroy") };
+        }
+        "hang" => {
+            assert!(all_reduce(&r, 1001) == expected(world, 1001));
+            let buf = r.upload(&vec![0u8; BIG * 4]);
+            // SAFETY: a live buffer, stream and communicator.
+            unsafe {
+                host.all_reduce(
+                    buf,
+                    buf,
+                    BIG,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    comm,
+                    StreamHandle::DEFAULT,
+                )
+                .expect("all_reduce");
+            }
+            println!("ready");
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// Two processes all-reduce through the shared segment.
+#[test]
+fn two_processes_all_reduce() {
+    let id = vendor(1).comm_get_unique_id().unwrap();
+    let children: Vec<Child> = (0..2)
+        .map(|rank| spawn("allreduce", rank, 2, &id))
+        .collect();
+    for (rank, child) in children.into_iter().enumerate() {
+        assert!(
+            finish(child, Duration::from_secs(60)),
+            "child rank {rank} failed"
+        );
+    }
+    assert_no_segment(&id);
+}
+
+/// A peer process killed in the middle of a collective: this rank's
+/// operation fails within about a second with an error naming it.
+#[test]
+fn a_killed_peer_process_fails_the_wait() {
+    let host = vendor(1);
+    let id = host.comm_get_unique_id().unwrap();
+    let mut child = spawn("hang", 1, 2, &id);
+    let comm = host.comm_init_rank(2, &id, 0).unwrap();
+    let r = Rank {
+        host: &host,
+        comm,
+        rank: 0,
+        world: 2,
+    };
+    assert!(all_reduce(&r, 1001) == expected(2, 1001));
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        let n = stdout.read_line(&mut line).expect("child output");
+        assert!(n > 0, "the child ended before it was ready");
+    }
+    let pid = child.id();
+    child.kill().expect("SIGKILL");
+    let buf = r.upload(&vec![0u8; BIG * 4]);
+    let t = Instant::now();
+    // SAFETY: a live buffer, stream and communicator.
+    unsafe {
+        host.all_reduce(
+            buf,
+            buf,
+            BIG,
+            DataType::F32,
+            ReduceOp::Sum,
+            comm,
+            StreamHandle::DEFAULT,
+        )
+        .unwrap();
+        host.stream_synchronize(StreamHandle::DEFAULT).unwrap();
+        let waited = t.elapsed();
+        let e = host.comm_async_error(comm).unwrap_err();
+        assert!(
+            e.message().contains(&format!(
+                "rank 1 (pid {pid}) exited while rank 0 waited in all_reduce"
+            )),
+            "{e}"
+        );
+        assert!(waited < Duration::from_millis(1500), "{waited:?}");
+        host.comm_destroy(comm).unwrap();
+    }
+    let _ = child.wait();
+    r.free(buf);
+    assert_no_segment(&id);
+}
