@@ -6,8 +6,20 @@
 //! value. `DELETE` has no value. A record cut short at the end of the file
 //! (a writer that died mid-write) is ignored by readers and cut off by the
 //! next writer.
+//!
+//! The first record of a file is a `SET` of the key `epoch/` to 16 bytes
+//! unique to that file, so that a reader notices a file removed and made
+//! anew (which may get the old inode number).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The key of the first record.
+const EPOCH_KEY: &str = "epoch/";
+/// Length of the epoch record: type, key length, key, value length, 16
+/// bytes.
+pub(super) const EPOCH_LEN: usize = 1 + 4 + EPOCH_KEY.len() + 4 + 16;
 
 const SET: u8 = 1;
 const DELETE: u8 = 2;
@@ -64,6 +76,19 @@ impl Record {
             }
         }
     }
+}
+
+/// A new file's first record: a `SET` of `epoch/` to the time, the process
+/// id and a count of the epochs this process made.
+pub(super) fn epoch() -> Record {
+    static MADE: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut value = nanos.to_le_bytes().to_vec();
+    value.extend_from_slice(&std::process::id().to_le_bytes());
+    value.extend_from_slice(&MADE.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    Record::Set(EPOCH_KEY.to_owned(), value)
 }
 
 /// Replays the records in `bytes` into `map`; returns how many bytes were
@@ -164,6 +189,13 @@ mod tests {
             );
             assert_eq!(map.len(), 1);
         }
+    }
+
+    #[test]
+    fn epochs_have_the_stated_length_and_differ() {
+        let (a, b) = (encoded(&[epoch()]), encoded(&[epoch()]));
+        assert_eq!(a.len(), EPOCH_LEN);
+        assert_ne!(a, b);
     }
 
     #[test]

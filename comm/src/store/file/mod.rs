@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -48,8 +48,9 @@ pub struct FileStore {
 /// What this process has replayed of the file.
 #[derive(Debug, Default)]
 struct Cache {
-    /// The file (device, inode) replayed, to notice a file made anew.
-    id: Option<(u64, u64)>,
+    /// The first record of the file replayed (its epoch), to notice a file
+    /// removed and made anew, even one that got the old inode number.
+    epoch: Option<Vec<u8>>,
     /// Bytes of the file replayed.
     pos: u64,
     map: HashMap<String, Vec<u8>>,
@@ -114,7 +115,11 @@ impl FileStore {
             file.set_len(cache.pos)
                 .map_err(|e| errors::io(format!("{}: truncating the file", self.name()), &e))?;
         }
-        let (result, records) = op(&cache.map)?;
+        let (result, mut records) = op(&cache.map)?;
+        if cache.pos == 0 && !records.is_empty() {
+            // A new file starts with its epoch.
+            records.insert(0, log::epoch());
+        }
         if !records.is_empty() {
             let mut bytes = Vec::new();
             for record in &records {
@@ -130,6 +135,9 @@ impl FileStore {
             for record in records {
                 record.apply(&mut cache.map);
             }
+            if cache.pos == 0 {
+                cache.epoch = Some(bytes[..log::EPOCH_LEN].to_vec());
+            }
             cache.pos += bytes.len() as u64;
         }
         Ok(result)
@@ -138,17 +146,19 @@ impl FileStore {
     /// Replays what was appended since the last look; returns whether the
     /// file ends on a whole record.
     fn refresh(&self, cache: &mut Cache, file: &mut File) -> Result<bool> {
-        let meta = file
+        let len = file
             .metadata()
-            .map_err(|e| errors::io(format!("{}: reading its size", self.name()), &e))?;
-        let id = Some((meta.dev(), meta.ino()));
-        if cache.id != id || meta.len() < cache.pos {
+            .map_err(|e| errors::io(format!("{}: reading its size", self.name()), &e))?
+            .len();
+        let mut epoch = vec![0; log::EPOCH_LEN];
+        let epoch = file.read_exact_at(&mut epoch, 0).ok().map(|()| epoch);
+        if cache.epoch != epoch || len < cache.pos {
             *cache = Cache {
-                id,
+                epoch,
                 ..Cache::default()
             };
         }
-        if meta.len() == cache.pos {
+        if len == cache.pos {
             return Ok(true);
         }
         let mut bytes = Vec::new();

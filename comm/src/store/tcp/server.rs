@@ -188,18 +188,18 @@ fn serve(shared: &Shared, id: ClientId, outbox: &Arc<Outbox>, socket: TcpStream)
     let peer = socket.peer_addr().ok();
     let mut fields = Fields::new(BufReader::new(socket));
     let outcome = (|| -> Result<(), WireError> {
-        match Request::read(fields.u8()?, &mut fields)? {
-            Request::Validate(TORCH_VALIDATION_MAGIC) => {}
-            Request::Validate(other) => {
-                return Err(WireError::Malformed(format!(
-                    "VALIDATE with magic {other:#x} instead of {TORCH_VALIDATION_MAGIC:#x}"
-                )))
-            }
-            first => {
-                return Err(WireError::Malformed(format!(
-                    "the first message is not VALIDATE but {first:?}"
-                )))
-            }
+        let first = fields.u8()?;
+        if first != query::VALIDATE {
+            return Err(WireError::Malformed(format!(
+                "{} ({first}) as its first message instead of VALIDATE",
+                query::name(first)
+            )));
+        }
+        let magic = fields.u32()?;
+        if magic != TORCH_VALIDATION_MAGIC {
+            return Err(WireError::Malformed(format!(
+                "VALIDATE with magic {magic:#x} instead of {TORCH_VALIDATION_MAGIC:#x}"
+            )));
         }
         loop {
             let q = fields.u8()?;
