@@ -86,7 +86,9 @@ impl Buffer {
             )));
         }
         Ok(Buffer {
-            ptr: self.ptr.wrapping_byte_add(offset * self.dtype.size_in_bytes()),
+            ptr: self
+                .ptr
+                .wrapping_byte_add(offset * self.dtype.size_in_bytes()),
             count,
             ..*self
         })

@@ -61,7 +61,12 @@ impl ProcessGroup {
                      that started it",
                 )));
             }
-            let comm = Arc::clone(batch.comm.as_ref().expect("an open batch has its communicator"));
+            let comm = Arc::clone(
+                batch
+                    .comm
+                    .as_ref()
+                    .expect("an open batch has its communicator"),
+            );
             body(inner, &comm).map_err(context)?;
             record_streams(inner, &comm, buffers).map_err(context)?;
             return Ok(inner.work(Arc::clone(&batch.work)));
@@ -131,7 +136,17 @@ impl ProcessGroup {
             format!("{}, {op:?}, root {root}", b.describe()),
             Peers::All,
             &[buffer],
-            |g, c| g.reduce_into(c, b.as_ptr(), b.as_ptr(), b.count(), b.dtype(), op, Some(root)),
+            |g, c| {
+                g.reduce_into(
+                    c,
+                    b.as_ptr(),
+                    b.as_ptr(),
+                    b.count(),
+                    b.dtype(),
+                    op,
+                    Some(root),
+                )
+            },
         )
     }
 
@@ -141,7 +156,11 @@ impl ProcessGroup {
     pub fn all_gather(&self, outputs: &[Buffer], input: &Buffer) -> Result<Work> {
         self.check_list("all_gather outputs", outputs, input)?;
         let me = self.inner.rank as usize;
-        same_count("all_gather: this rank's output", &outputs[me], input.count())?;
+        same_count(
+            "all_gather: this rank's output",
+            &outputs[me],
+            input.count(),
+        )?;
         let equal = outputs.iter().all(|o| o.count() == input.count());
         let i = *input;
         let outs = outputs.to_vec();
@@ -149,7 +168,12 @@ impl ProcessGroup {
         buffers.push(input);
         self.launch(
             "all_gather",
-            format!("{} from each of {} ranks{}", i.describe(), outs.len(), uneven(equal)),
+            format!(
+                "{} from each of {} ranks{}",
+                i.describe(),
+                outs.len(),
+                uneven(equal)
+            ),
             Peers::All,
             &buffers,
             |g, c| {
@@ -169,7 +193,12 @@ impl ProcessGroup {
                     }
                     g.after_group(c, move |g, c| {
                         for (r, out) in outs.iter().enumerate() {
-                            g.copy(c, out.as_ptr(), flat.as_ptr().wrapping_byte_add(r * i.bytes()), i.bytes())?;
+                            g.copy(
+                                c,
+                                out.as_ptr(),
+                                flat.as_ptr().wrapping_byte_add(r * i.bytes()),
+                                i.bytes(),
+                            )?;
                         }
                         drop(flat);
                         Ok(())
@@ -177,7 +206,11 @@ impl ProcessGroup {
                 } else {
                     g.grouped(|| {
                         for (r, out) in outs.iter().enumerate() {
-                            let src = if r == g.rank as usize { i.as_ptr() } else { out.as_ptr() };
+                            let src = if r == g.rank as usize {
+                                i.as_ptr()
+                            } else {
+                                out.as_ptr()
+                            };
                             // SAFETY: as above; on the root `src` is the input.
                             unsafe {
                                 g.api.broadcast(
@@ -211,7 +244,14 @@ impl ProcessGroup {
             // SAFETY: both are live device memory of the group's device and
             // `o` holds world_size inputs (checked above).
             |g, c| unsafe {
-                g.api.all_gather(i.as_ptr(), o.as_ptr(), i.count(), i.dtype(), c.handle, c.stream.raw())
+                g.api.all_gather(
+                    i.as_ptr(),
+                    o.as_ptr(),
+                    i.count(),
+                    i.dtype(),
+                    c.handle,
+                    c.stream.raw(),
+                )
             },
         )
     }
@@ -221,7 +261,11 @@ impl ProcessGroup {
     pub fn reduce_scatter(&self, output: &Buffer, inputs: &[Buffer], op: ReduceOp) -> Result<Work> {
         self.check_list("reduce_scatter inputs", inputs, output)?;
         let me = self.inner.rank as usize;
-        same_count("reduce_scatter: this rank's input", &inputs[me], output.count())?;
+        same_count(
+            "reduce_scatter: this rank's input",
+            &inputs[me],
+            output.count(),
+        )?;
         let equal = inputs.iter().all(|x| x.count() == output.count());
         let o = *output;
         let ins = inputs.to_vec();
@@ -229,21 +273,35 @@ impl ProcessGroup {
         buffers.push(output);
         self.launch(
             "reduce_scatter",
-            format!("{} to each of {} ranks, {op:?}{}", o.describe(), ins.len(), uneven(equal)),
+            format!(
+                "{} to each of {} ranks, {op:?}{}",
+                o.describe(),
+                ins.len(),
+                uneven(equal)
+            ),
             Peers::All,
             &buffers,
             |g, c| {
                 if equal {
                     let flat = g.scratch(c, o.bytes() * ins.len())?;
                     for (r, x) in ins.iter().enumerate() {
-                        g.copy(c, flat.as_ptr().wrapping_byte_add(r * o.bytes()), x.as_ptr(), o.bytes())?;
+                        g.copy(
+                            c,
+                            flat.as_ptr().wrapping_byte_add(r * o.bytes()),
+                            x.as_ptr(),
+                            o.bytes(),
+                        )?;
                     }
                     g.reduce_scatter_into(c, flat.as_ptr(), o, op)
                 } else {
                     let op = g.vendor_op(op);
                     g.grouped(|| {
                         for (r, x) in ins.iter().enumerate() {
-                            let recv = if r == g.rank as usize { o.as_ptr() } else { x.as_ptr() };
+                            let recv = if r == g.rank as usize {
+                                o.as_ptr()
+                            } else {
+                                x.as_ptr()
+                            };
                             // SAFETY: live device buffers (the buffer contract).
                             unsafe {
                                 g.api.reduce(
@@ -269,7 +327,12 @@ impl ProcessGroup {
     /// Reduces the flat `input` (world_size blocks of `output`'s size)
     /// across ranks; rank r gets block r (c10d `_reduce_scatter_base` /
     /// `reduce_scatter_tensor`).
-    pub fn reduce_scatter_from(&self, output: &Buffer, input: &Buffer, op: ReduceOp) -> Result<Work> {
+    pub fn reduce_scatter_from(
+        &self,
+        output: &Buffer,
+        input: &Buffer,
+        op: ReduceOp,
+    ) -> Result<Work> {
         self.check_flat("reduce_scatter_from", input, output, input, output.count())?;
         let (o, i) = (*output, *input);
         self.launch(
@@ -312,8 +375,20 @@ impl ProcessGroup {
                 )?;
                 g.grouped(|| {
                     for peer in (0..g.size as usize).filter(|p| *p != me) {
-                        g.send_raw(c, i.as_ptr().wrapping_byte_add(ins[peer].0 * size), ins[peer].1, i.dtype(), peer as i32)?;
-                        g.recv_raw(c, o.as_ptr().wrapping_byte_add(outs[peer].0 * size), outs[peer].1, o.dtype(), peer as i32)?;
+                        g.send_raw(
+                            c,
+                            i.as_ptr().wrapping_byte_add(ins[peer].0 * size),
+                            ins[peer].1,
+                            i.dtype(),
+                            peer as i32,
+                        )?;
+                        g.recv_raw(
+                            c,
+                            o.as_ptr().wrapping_byte_add(outs[peer].0 * size),
+                            outs[peer].1,
+                            o.dtype(),
+                            peer as i32,
+                        )?;
                     }
                     Ok(())
                 })
@@ -328,7 +403,11 @@ impl ProcessGroup {
         let on_root = self.inner.rank == root;
         if on_root {
             self.check_list("gather outputs", outputs, input)?;
-            same_count("gather: the root's output", &outputs[root as usize], input.count())?;
+            same_count(
+                "gather: the root's output",
+                &outputs[root as usize],
+                input.count(),
+            )?;
         } else if !outputs.is_empty() {
             return Err(Error::invalid_argument(format!(
                 "gather: only the root (rank {root}) passes outputs; rank {} passed {}",
@@ -367,7 +446,11 @@ impl ProcessGroup {
         let on_root = self.inner.rank == root;
         if on_root {
             self.check_list("scatter inputs", inputs, output)?;
-            same_count("scatter: the root's input", &inputs[root as usize], output.count())?;
+            same_count(
+                "scatter: the root's input",
+                &inputs[root as usize],
+                output.count(),
+            )?;
         } else if !inputs.is_empty() {
             return Err(Error::invalid_argument(format!(
                 "scatter: only the root (rank {root}) passes inputs; rank {} passed {}",
@@ -475,7 +558,14 @@ impl ProcessGroup {
     }
 
     /// `big` holds world_size blocks of `block` elements.
-    fn check_flat(&self, what: &str, big: &Buffer, small: &Buffer, _b: &Buffer, block: usize) -> Result<()> {
+    fn check_flat(
+        &self,
+        what: &str,
+        big: &Buffer,
+        small: &Buffer,
+        _b: &Buffer,
+        block: usize,
+    ) -> Result<()> {
         same_dtype(what, big, small)?;
         let want = block.checked_mul(self.inner.size as usize);
         if want != Some(big.count()) {
@@ -489,7 +579,12 @@ impl ProcessGroup {
     }
 
     /// (offset, count) of each rank's block of `buffer`.
-    fn splits(&self, what: &str, buffer: &Buffer, splits: Option<&[usize]>) -> Result<Vec<(usize, usize)>> {
+    fn splits(
+        &self,
+        what: &str,
+        buffer: &Buffer,
+        splits: Option<&[usize]>,
+    ) -> Result<Vec<(usize, usize)>> {
         let n = self.inner.size as usize;
         let counts: Vec<usize> = match splits {
             None => {
@@ -513,12 +608,15 @@ impl ProcessGroup {
         let mut out = Vec::with_capacity(n);
         for c in counts {
             out.push((offset, c));
-            offset = offset.checked_add(c).filter(|o| *o <= buffer.count()).ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "{what}: the splits add up to more than the buffer's {} elements",
-                    buffer.count()
-                ))
-            })?;
+            offset = offset
+                .checked_add(c)
+                .filter(|o| *o <= buffer.count())
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "{what}: the splits add up to more than the buffer's {} elements",
+                        buffer.count()
+                    ))
+                })?;
         }
         Ok(out)
     }
@@ -605,7 +703,14 @@ impl Inner {
     }
 
     /// Divides by the world size when `op` was an emulated average.
-    fn finish_avg(&self, c: &Comm, op: VendorOp, ptr: *mut c_void, count: usize, dtype: DataType) -> Result<()> {
+    fn finish_avg(
+        &self,
+        c: &Comm,
+        op: VendorOp,
+        ptr: *mut c_void,
+        count: usize,
+        dtype: DataType,
+    ) -> Result<()> {
         if !op.1 {
             return Ok(());
         }
@@ -618,7 +723,11 @@ impl Inner {
     /// Runs `f` once the vendor has been given the operation's collectives:
     /// now, or at the end of the open coalesced batch (the vendor launches
     /// a batch's collectives only at its end).
-    fn after_group(&self, c: &Comm, f: impl FnOnce(&Inner, &Comm) -> Result<()> + Send + 'static) -> Result<()> {
+    fn after_group(
+        &self,
+        c: &Comm,
+        f: impl FnOnce(&Inner, &Comm) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
         if self.batch_open.load(Ordering::Acquire) {
             self.after_batch.lock().push(Box::new(f));
             Ok(())
@@ -644,8 +753,14 @@ impl Inner {
             // device (the buffer contract); the stream is the communicator's.
             unsafe {
                 match root {
-                    None => self.api.all_reduce(send, recv, count, dtype, vop, c.handle, c.stream.raw()),
-                    Some(r) => self.api.reduce(send, recv, count, dtype, vop, r, c.handle, c.stream.raw()),
+                    None => {
+                        self.api
+                            .all_reduce(send, recv, count, dtype, vop, c.handle, c.stream.raw())
+                    }
+                    Some(r) => {
+                        self.api
+                            .reduce(send, recv, count, dtype, vop, r, c.handle, c.stream.raw())
+                    }
                 }
             }
         })?;
@@ -655,12 +770,26 @@ impl Inner {
         Ok(())
     }
 
-    fn reduce_scatter_into(&self, c: &Comm, flat: *const c_void, o: Buffer, op: ReduceOp) -> Result<()> {
+    fn reduce_scatter_into(
+        &self,
+        c: &Comm,
+        flat: *const c_void,
+        o: Buffer,
+        op: ReduceOp,
+    ) -> Result<()> {
         let chosen = self.with_op(op, |vop| {
             // SAFETY: `flat` holds world_size blocks of `o`'s size, both live
             // device memory of the group's device.
             unsafe {
-                self.api.reduce_scatter(flat, o.as_ptr(), o.count(), o.dtype(), vop, c.handle, c.stream.raw())
+                self.api.reduce_scatter(
+                    flat,
+                    o.as_ptr(),
+                    o.count(),
+                    o.dtype(),
+                    vop,
+                    c.handle,
+                    c.stream.raw(),
+                )
             }
         })?;
         self.finish_avg(c, chosen, o.as_ptr(), o.count(), o.dtype())
@@ -675,20 +804,40 @@ impl Inner {
         result.and(end)
     }
 
-    fn send_raw(&self, c: &Comm, ptr: *const c_void, count: usize, dtype: DataType, peer: i32) -> Result<()> {
+    fn send_raw(
+        &self,
+        c: &Comm,
+        ptr: *const c_void,
+        count: usize,
+        dtype: DataType,
+        peer: i32,
+    ) -> Result<()> {
         if count == 0 {
             return Ok(());
         }
         // SAFETY: `ptr` is `count` elements of live device memory.
-        unsafe { self.api.send(ptr, count, dtype, peer, c.handle, c.stream.raw()) }
+        unsafe {
+            self.api
+                .send(ptr, count, dtype, peer, c.handle, c.stream.raw())
+        }
     }
 
-    fn recv_raw(&self, c: &Comm, ptr: *mut c_void, count: usize, dtype: DataType, peer: i32) -> Result<()> {
+    fn recv_raw(
+        &self,
+        c: &Comm,
+        ptr: *mut c_void,
+        count: usize,
+        dtype: DataType,
+        peer: i32,
+    ) -> Result<()> {
         if count == 0 {
             return Ok(());
         }
         // SAFETY: `ptr` is `count` elements of live device memory.
-        unsafe { self.api.recv(ptr, count, dtype, peer, c.handle, c.stream.raw()) }
+        unsafe {
+            self.api
+                .recv(ptr, count, dtype, peer, c.handle, c.stream.raw())
+        }
     }
 
     /// The rank of group rank `peer` within communicator `c`.

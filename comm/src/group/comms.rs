@@ -115,13 +115,19 @@ impl Comm {
             CommKey::All => "the group communicator".to_string(),
             CommKey::Pair(a, b) => format!("the point-to-point communicator of ranks {a} and {b}"),
         };
-        format!("{what} (rank {} of {}, device {})", self.rank, self.size, self.device)
+        format!(
+            "{what} (rank {} of {}, device {})",
+            self.rank, self.size, self.device
+        )
     }
 
     /// The vendor's asynchronous error for this communicator.
     pub(crate) fn async_error(&self) -> Result<()> {
         if self.aborted.load(Ordering::Acquire) {
-            return Err(Error::new(ErrorKind::VendorError, "the communicator was aborted"));
+            return Err(Error::new(
+                ErrorKind::VendorError,
+                "the communicator was aborted",
+            ));
         }
         // SAFETY: the handle came from this vendor and is destroyed only when
         // the last reference to `self` goes.

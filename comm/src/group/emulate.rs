@@ -96,7 +96,11 @@ mod tests {
         assert_eq!(f, [1.0, -2.0, 0.5]);
         let mut i = [7i32, -7, 9];
         divide_slice(i.as_mut_ptr().cast(), 3, DataType::I32, 2);
-        assert_eq!(i, [3, -3, 4], "integers truncate toward zero, like NCCL's average");
+        assert_eq!(
+            i,
+            [3, -3, 4],
+            "integers truncate toward zero, like NCCL's average"
+        );
         let mut h = [f16::from_f32(5.0), f16::from_f32(-1.0)];
         divide_slice(h.as_mut_ptr().cast(), 2, DataType::F16, 4);
         assert_eq!(h, [f16::from_f32(1.25), f16::from_f32(-0.25)]);

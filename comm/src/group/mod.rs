@@ -364,10 +364,8 @@ impl Inner {
         }
         let pending = std::mem::take(&mut *self.pending.lock());
         for work in pending {
-            work.outcome.fail(Error::new(
-                error.kind(),
-                format!("{}: {error}", work.what),
-            ));
+            work.outcome
+                .fail(Error::new(error.kind(), format!("{}: {error}", work.what)));
         }
         if let Some(batch) = self.coalescing.lock().as_ref() {
             batch.work.outcome.fail(error);

@@ -47,9 +47,10 @@ impl Options {
                 .ok()
                 .filter(|s: &f64| s.is_finite() && *s > 0.0)
                 .ok_or_else(|| {
-                    Error::new(dipu_deviceapi::ErrorKind::InvalidConfig, format!(
-                        "{ENV_TIMEOUT}={text:?}: expected a positive number of seconds"
-                    ))
+                    Error::new(
+                        dipu_deviceapi::ErrorKind::InvalidConfig,
+                        format!("{ENV_TIMEOUT}={text:?}: expected a positive number of seconds"),
+                    )
                 })?;
             options.timeout = Duration::from_secs_f64(secs);
         }
@@ -58,9 +59,10 @@ impl Options {
                 "1" | "true" => true,
                 "0" | "false" | "" => false,
                 _ => {
-                    return Err(Error::new(dipu_deviceapi::ErrorKind::InvalidConfig, format!(
-                        "{ENV_BLOCKING_WAIT}={text:?}: expected 0 or 1"
-                    )))
+                    return Err(Error::new(
+                        dipu_deviceapi::ErrorKind::InvalidConfig,
+                        format!("{ENV_BLOCKING_WAIT}={text:?}: expected 0 or 1"),
+                    ))
                 }
             };
         }

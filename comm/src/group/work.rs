@@ -54,7 +54,8 @@ impl WorkState {
             }
             Ok(false) => false,
             Err(e) => {
-                self.outcome.fail(e.context(&format!("{}: querying its end event", self.what)));
+                self.outcome
+                    .fail(e.context(&format!("{}: querying its end event", self.what)));
                 true
             }
         }
