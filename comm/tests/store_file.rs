@@ -136,3 +136,19 @@ fn a_file_made_anew_is_read_from_the_start() {
     assert!(!store.check(&["old"]).unwrap());
     assert_eq!(store.get("new").unwrap(), b"2");
 }
+
+#[test]
+fn a_lock_held_forever_is_a_timeout_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let store = open(&path, None);
+    store.set("k", b"v").unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    store.set_timeout(Duration::from_millis(200));
+    let err = store.get("k").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert!(err.message().contains("lock"), "{err}");
+    drop(held);
+    assert_eq!(store.get("k").unwrap(), b"v");
+}

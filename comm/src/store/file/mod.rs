@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
+use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use parking_lot::Mutex;
 
@@ -101,14 +102,7 @@ impl FileStore {
             .create(true)
             .open(&self.path)
             .map_err(|e| errors::io(format!("{}: opening the file", self.name()), &e))?;
-        let how = match access {
-            Access::Read => FlockArg::LockShared,
-            Access::Write => FlockArg::LockExclusive,
-        };
-        let mut file = Flock::lock(file, how).map_err(|(_, errno)| {
-            let e = std::io::Error::from(errno);
-            errors::io(format!("{}: locking the file", self.name()), &e)
-        })?;
+        let mut file = self.lock(file, access)?;
         let whole = self.refresh(&mut cache, &mut file)?;
         if access == Access::Write && !whole {
             // A writer died mid-record: cut its remains off before appending.
@@ -141,6 +135,42 @@ impl FileStore {
             cache.pos += bytes.len() as u64;
         }
         Ok(result)
+    }
+
+    /// Locks `file` for `access`, trying for up to the store's timeout (a
+    /// process that holds the lock forever is an error, not a hang).
+    fn lock(&self, file: File, access: Access) -> Result<Flock<File>> {
+        let how = match access {
+            Access::Read => FlockArg::LockSharedNonblock,
+            Access::Write => FlockArg::LockExclusiveNonblock,
+        };
+        let timeout = self.timeout();
+        let at = deadline(timeout);
+        let mut nap = Duration::from_millis(1);
+        let mut file = file;
+        loop {
+            match Flock::lock(file, how) {
+                Ok(locked) => return Ok(locked),
+                Err((back, Errno::EWOULDBLOCK | Errno::EINTR)) => file = back,
+                Err((_, errno)) => {
+                    let e = std::io::Error::from(errno);
+                    return Err(errors::io(format!("{}: locking the file", self.name()), &e));
+                }
+            }
+            let left = remaining(at);
+            if left.is_zero() {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{}: could not lock the file within {}: another process holds it",
+                        self.name(),
+                        errors::show_duration(timeout)
+                    ),
+                ));
+            }
+            std::thread::sleep(nap.min(left));
+            nap = (nap * 2).min(MAX_POLL);
+        }
     }
 
     /// Replays what was appended since the last look; returns whether the
