@@ -12,7 +12,43 @@
 //!
 //! Configuration (see [`HostConfig`]): `DIPU_HOST_DEVICES` (default 2),
 //! `DIPU_HOST_MEMORY` (default `4G` per device),
-//! `DIPU_HOST_FAIL_MALLOC_AT`, `DIPU_HOST_FAIL_MALLOC_AFTER_BYTES`.
+//! `DIPU_HOST_FAIL_MALLOC_AT`, `DIPU_HOST_FAIL_MALLOC_AFTER_BYTES`,
+//! `DIPU_HOST_COMM_TIMEOUT` (seconds, default 1800).
+//!
+//! # Collectives
+//!
+//! The vendor reports `Capabilities::COLLECTIVES` with NCCL's semantics:
+//! ranks may be threads of one process (one vendor with a device per rank,
+//! or a vendor per rank) or processes of one machine. Each communicator is
+//! one POSIX shared-memory segment, named after its unique id.
+//!
+//! - The unique id has 128 bytes: magic `DIPUHC`, version, 16 random bytes
+//!   and the creator's pid; pass it to every rank unchanged.
+//! - `comm_init_rank` does not wait for the other ranks (a wrong id or a
+//!   missing rank never hangs there); the first operation waits until all
+//!   joined. A world size of 1 to [`MAX_WORLD`] (64) ranks; ranks that
+//!   disagree on it, or a rank that joins twice, get an error. Once all
+//!   joined the segment's name is removed from `/dev/shm`, so nothing is
+//!   left even if processes die; an abort removes it at once.
+//! - Every operation is queued on the stream and returns at once; ranks
+//!   must issue them in the same order (a disagreement is detected and
+//!   reported as "collective mismatch: rank 1 is in ... while rank 0 is in
+//!   ..."). Buffers must be device memory of the communicator's device and
+//!   the stream must be on it too. Results are the same bit for bit on
+//!   every rank (reductions run in rank order; `f16`/`bf16` accumulate in
+//!   `f32`; integers wrap).
+//! - `ReduceOp::Avg` is `Unsupported` (the process group emulates it as
+//!   a sum then a division).
+//! - `group_start`/`group_end` (per thread) fuse the operations issued in
+//!   between into one op per stream that progresses them all together.
+//! - A failure at run time (a peer process exited, a peer gave up or
+//!   aborted, a mismatch, `DIPU_HOST_COMM_TIMEOUT` without progress) ends
+//!   the operation, is kept as the communicator's `comm_async_error`, and is
+//!   published to the other ranks; it is not the stream's sticky error.
+//!   Later operations on the communicator fail at once. `comm_abort` ends
+//!   this rank's waiting operations and every other rank's promptly; a
+//!   vendor dropped with live communicators aborts them.
+//! - `comm_destroy` lets queued operations finish.
 //!
 //! ```
 //! use dipu_deviceapi::{CopyKind, DeviceApi};

@@ -5,6 +5,7 @@
 
 use dipu_deviceapi::Result;
 
+use super::nt;
 use super::reduce::Kernel;
 use super::state::CommState;
 use crate::memory::Memory;
@@ -66,14 +67,13 @@ pub(crate) fn copy_out(
 }
 
 /// Reduces `count` elements of `terms` (posted slots) into the user
-/// buffer at `dst`.
+/// buffer at `dst`, with non-temporal stores when `streaming`.
 pub(crate) fn reduce_out(
     comm: &CommState,
     kernel: Kernel,
     terms: &[*const u8],
-    dst: usize,
-    count: usize,
-    elem: usize,
+    (dst, count, elem): (usize, usize, usize),
+    streaming: bool,
 ) -> Result<()> {
     let regions = comm.memory.read();
     check_locked(&regions, comm, "receive", dst, count * elem)?;
@@ -81,7 +81,10 @@ pub(crate) fn reduce_out(
     // with `count` elements that their writers leave alone until this rank
     // consumes the step; `dst` is live device memory for `count` elements
     // (checked under the read lock held across the call) and no slot.
-    unsafe { kernel(terms, dst as *mut u8, count) };
+    unsafe { kernel(terms, dst as *mut u8, count, streaming) };
+    if streaming {
+        nt::fence();
+    }
     drop(regions);
     Ok(())
 }

@@ -21,6 +21,11 @@ use super::layout::{DEPTH, MAX_WORLD};
 use super::reduce::{kernel, Kernel};
 use super::state::CommState;
 
+/// Outputs of at least this many bytes are written with non-temporal
+/// stores: they would not stay cached anyway, and skipping the caches
+/// saves the read of every line written.
+const STREAMING_FROM: usize = 4 << 20;
+
 /// A collective as the API received it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Spec {
@@ -42,6 +47,8 @@ pub(crate) struct Collective {
     spec: Spec,
     desc: Desc,
     kernel: Option<Kernel>,
+    /// Write reductions with non-temporal stores (large outputs).
+    streaming: bool,
     elem: usize,
     /// Elements of the step axis handled per step.
     per_step: usize,
@@ -109,6 +116,7 @@ impl Collective {
             spec,
             desc,
             kernel,
+            streaming: recv_len >= STREAMING_FROM,
             elem,
             per_step,
             first: comm.reserve_coll(steps),
@@ -244,7 +252,16 @@ impl Collective {
             *term = unsafe { seg.coll_slot(p, g).add(offset) };
         }
         let terms = &terms[..world];
-        let reduce = |kernel| reduce_out(&self.comm, kernel, terms, s.recv + at, len, self.elem);
+        let streaming = self.streaming;
+        let reduce = |k| {
+            reduce_out(
+                &self.comm,
+                k,
+                terms,
+                (s.recv + at, len, self.elem),
+                streaming,
+            )
+        };
         match (s.kind, self.kernel) {
             (Kind::AllReduce | Kind::ReduceScatter, Some(k)) => reduce(k),
             (Kind::Reduce, Some(k)) if me == s.root => reduce(k),

@@ -38,8 +38,8 @@ pub(crate) trait Task: Send {
 /// How often to look whether peer processes are alive.
 const PID_CHECK_EVERY: Duration = Duration::from_millis(100);
 /// Blocked rounds spent spinning, then yielding, before sleeping.
-const SPIN_ROUNDS: u32 = 200;
-const YIELD_ROUNDS: u32 = 400;
+const SPIN_ROUNDS: u32 = 64;
+const YIELD_ROUNDS: u32 = 128;
 const SLEEP: Duration = Duration::from_micros(20);
 
 /// Runs `tasks` (one stream op: a single operation or a group) to the end.
@@ -159,7 +159,7 @@ impl<'a> Waiter<'a> {
         }
         self.rounds = self.rounds.saturating_add(1);
         if self.rounds <= SPIN_ROUNDS {
-            for _ in 0..16 {
+            for _ in 0..4 {
                 std::hint::spin_loop();
             }
             return Ok(());

@@ -16,6 +16,7 @@ mod engine;
 mod group;
 mod id;
 mod layout;
+mod nt;
 mod p2p;
 mod reduce;
 mod segment;

@@ -13,26 +13,29 @@ use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use super::desc::{dtype_name, Reduction};
+use super::nt;
 
 /// Elements per accumulator block (at most 4 KiB for 8-byte types).
 const BLOCK: usize = 512;
 
-/// A reduction kernel: `(terms, out, count)`.
+/// A reduction kernel: `(terms, out, count, streaming)`; `streaming`
+/// writes `out` with non-temporal stores (then [`nt::fence`] before
+/// publishing it).
 ///
 /// # Safety
 /// Every term points to `count` readable elements of the kernel's type,
 /// aligned for it, that nobody writes during the call; `out` points to
 /// `count` elements' worth of writable bytes (any alignment) overlapping no
 /// term.
-pub(crate) type Kernel = unsafe fn(&[*const u8], *mut u8, usize);
+pub(crate) type Kernel = unsafe fn(&[*const u8], *mut u8, usize, bool);
 
 /// The kernel for `dtype` and `op`.
 pub(crate) fn kernel(dtype: DataType, op: Reduction) -> Result<Kernel> {
     macro_rules! kernel {
         ($run:ident, $t:ty, $f:expr) => {
-            |t, o, n| {
+            |t, o, n, nt| {
                 // SAFETY: a kernel's caller promises what `$run` needs.
-                unsafe { $run::<$t>(t, o, n, $f) }
+                unsafe { $run::<$t>(t, o, n, nt, $f) }
             }
         };
     }
@@ -126,6 +129,7 @@ unsafe fn run<T: Copy + Default>(
     terms: &[*const u8],
     out: *mut u8,
     count: usize,
+    streaming: bool,
     f: impl Fn(T, T) -> T + Copy,
 ) {
     let mut acc = [T::default(); BLOCK];
@@ -155,10 +159,11 @@ unsafe fn run<T: Copy + Default>(
         // SAFETY: `out` has room for `count` elements and overlaps no term
         // (nor the stack accumulator); a byte copy needs no alignment.
         unsafe {
-            std::ptr::copy_nonoverlapping(
+            nt::copy(
                 acc.as_ptr().cast::<u8>(),
                 out.add(start * std::mem::size_of::<T>()),
                 bytes,
+                streaming,
             );
         }
         start += len;
@@ -197,6 +202,7 @@ unsafe fn run_half<H: Half>(
     terms: &[*const u8],
     out: *mut u8,
     count: usize,
+    streaming: bool,
     f: impl Fn(f32, f32) -> f32 + Copy,
 ) {
     let mut acc = [0f32; BLOCK];
@@ -219,10 +225,11 @@ unsafe fn run_half<H: Half>(
         H::narrow(narrow, acc);
         // SAFETY: as in `run`.
         unsafe {
-            std::ptr::copy_nonoverlapping(
+            nt::copy(
                 narrow.as_ptr().cast::<u8>(),
                 out.add(start * std::mem::size_of::<H>()),
                 std::mem::size_of_val(narrow),
+                streaming,
             );
         }
         start += len;
@@ -242,7 +249,8 @@ mod tests {
         let k = kernel(dtype, op).unwrap();
         // SAFETY: the terms are `count` aligned elements each; `raw[1..]`
         // has room for `count` elements and is a separate buffer.
-        unsafe { k(&ptrs, raw.as_mut_ptr().add(1), count) };
+        unsafe { k(&ptrs, raw.as_mut_ptr().add(1), count, count % 2 == 1) };
+        nt::fence();
         (0..count)
             // SAFETY: reads element i of the unaligned output.
             .map(|i| unsafe { raw.as_ptr().add(1 + i * size).cast::<T>().read_unaligned() })
