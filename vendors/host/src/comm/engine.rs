@@ -1,8 +1,9 @@
 //! The progress engine: operations are non-blocking state machines
 //! ([`Task`]); a stream op polls its tasks round-robin until all are done,
-//! backing off (spin, yield, sleep) while every one is blocked, and checks
-//! on every blocked round that nobody aborted, every ~100 ms that the peer
-//! processes live, and that the safety-net timeout has not passed.
+//! backing off (spin, then yield, then sleep) while every one is blocked,
+//! and checks on every blocked round that nobody aborted, every ~100 ms
+//! that the peer processes live, and that the safety-net timeout has not
+//! passed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,10 +38,17 @@ pub(crate) trait Task: Send {
 
 /// How often to look whether peer processes are alive.
 const PID_CHECK_EVERY: Duration = Duration::from_millis(100);
-/// Blocked rounds spent spinning, then yielding, before sleeping.
-const SPIN_ROUNDS: u32 = 64;
-const YIELD_ROUNDS: u32 = 128;
+/// How long a blocked op spins, then yields, before it sleeps between
+/// polls. A step moves up to a chunk (hundreds of microseconds of copying),
+/// so a peer is usually that close: sleeping at once (a sleep lasts at
+/// least the timer slack, ~50 us) would put a sleep into every hand-off.
+const SPIN_FOR: Duration = Duration::from_micros(20);
+const YIELD_FOR: Duration = Duration::from_millis(2);
 const SLEEP: Duration = Duration::from_micros(20);
+/// After this long without progress (a peer is busy elsewhere), sleep
+/// [`LONG_SLEEP`] between polls to leave the CPU to others.
+const LONG_WAIT: Duration = Duration::from_millis(100);
+const LONG_SLEEP: Duration = Duration::from_micros(500);
 
 /// Runs `tasks` (one stream op: a single operation or a group) to the end.
 /// A failure is recorded in every communicator involved and published to
@@ -112,7 +120,8 @@ fn describe(tasks: &[Box<dyn Task>], first: usize) -> String {
 /// Backoff and the periodic checks of a blocked stream op.
 struct Waiter<'a> {
     comms: &'a [Arc<CommState>],
-    rounds: u32,
+    /// Whether the op is blocked since its last progress.
+    blocked: bool,
     since: Instant,
     last_pid_check: Instant,
     timeout: Duration,
@@ -123,7 +132,7 @@ impl<'a> Waiter<'a> {
         let now = Instant::now();
         Waiter {
             comms,
-            rounds: 0,
+            blocked: false,
             since: now,
             last_pid_check: now,
             timeout: comms
@@ -135,7 +144,7 @@ impl<'a> Waiter<'a> {
     }
 
     fn progressed(&mut self) {
-        self.rounds = 0;
+        self.blocked = false;
     }
 
     /// One blocked round: checks, then backs off.
@@ -153,22 +162,19 @@ impl<'a> Waiter<'a> {
                 ));
             }
         }
-        if self.rounds == 0 {
+        let now = Instant::now();
+        if !self.blocked {
             // The timeout counts from the last progress.
-            self.since = Instant::now();
+            self.blocked = true;
+            self.since = now;
         }
-        self.rounds = self.rounds.saturating_add(1);
-        if self.rounds <= SPIN_ROUNDS {
+        let waited = now.duration_since(self.since);
+        if waited < SPIN_FOR {
             for _ in 0..4 {
                 std::hint::spin_loop();
             }
             return Ok(());
         }
-        if self.rounds <= YIELD_ROUNDS {
-            std::thread::yield_now();
-            return Ok(());
-        }
-        let now = Instant::now();
         if now.duration_since(self.last_pid_check) >= PID_CHECK_EVERY {
             self.last_pid_check = now;
             for c in self.comms {
@@ -193,7 +199,13 @@ impl<'a> Waiter<'a> {
                 ),
             ));
         }
-        std::thread::sleep(SLEEP);
+        if waited < YIELD_FOR {
+            std::thread::yield_now();
+        } else if waited < LONG_WAIT {
+            std::thread::sleep(SLEEP);
+        } else {
+            std::thread::sleep(LONG_SLEEP);
+        }
         Ok(())
     }
 }
