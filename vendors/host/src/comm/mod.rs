@@ -89,6 +89,18 @@ impl Comms {
     }
 }
 
+/// A root or peer argument as an index, checked against the world size.
+fn rank_arg(what: &str, rank: i32, world: usize) -> Result<usize> {
+    usize::try_from(rank)
+        .ok()
+        .filter(|r| *r < world)
+        .ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "{what} {rank} is not a rank of this communicator of {world} ranks"
+            ))
+        })
+}
+
 /// A collective's arguments as the trait passes them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call {
@@ -150,6 +162,9 @@ impl HostVendor {
     /// `comm_abort`: fails this rank's queued and running operations and
     /// tells the other ranks.
     pub(crate) fn comm_kill(&self, comm: CommHandle) -> Result<()> {
+        // Held across the removal, so comm_async_error always finds the
+        // handle in one of the two tables (lock order: aborted, then live).
+        let mut aborted = self.comms.aborted.lock();
         let state = self.comms.live.lock().remove(&comm.as_raw());
         let state = state.ok_or_else(|| self.comms.get(comm).unwrap_err().context("comm_abort"))?;
         let e = Error::new(
@@ -160,7 +175,6 @@ impl HostVendor {
         let kept = state
             .error()
             .unwrap_or_else(|| Error::invalid_argument("aborted"));
-        let mut aborted = self.comms.aborted.lock();
         if aborted.len() == TOMBSTONES {
             aborted.pop_front();
         }
@@ -223,7 +237,7 @@ impl HostVendor {
         };
         let op = call.op.map(Reduction::from_op).transpose().map_err(words)?;
         let (state, stream) = self.comm_target(comm, stream).map_err(words)?;
-        let root = usize::try_from(call.root).unwrap_or(usize::MAX);
+        let root = rank_arg("root", call.root, state.world).map_err(words)?;
         let spec = Spec {
             kind: call.kind,
             send: call.send as usize,
@@ -256,7 +270,7 @@ impl HostVendor {
         let (state, stream) = self
             .comm_target(comm, stream)
             .map_err(|e| e.context(&call))?;
-        let peer = usize::try_from(peer).unwrap_or(usize::MAX);
+        let peer = rank_arg("peer", peer, state.world).map_err(|e| e.context(&call))?;
         match PointToPoint::new(&state, send, buf, count, dtype, peer)
             .map_err(|e| e.context(&call))?
         {

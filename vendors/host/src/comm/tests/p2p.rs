@@ -128,6 +128,7 @@ fn bad_peers_are_rejected_when_issued() {
             assert!(e.message().contains("peer 2 is not a rank"), "{e}");
             let e = r.host.recv(buf, 5, DataType::F32, -1, c, s).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.message().contains("peer -1 is not a rank"), "{e}");
             let e = r
                 .host
                 .recv(host_mem.as_mut_ptr().cast(), 4, DataType::U8, 0, c, s);
