@@ -2,6 +2,7 @@
 //! server on the master.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,10 @@ const MIN_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// server itself, like torch's `TCPStore`.
 ///
 /// Keys travel as `/<key>`, exactly as torch's client sends them, so a
-/// dipu-rs rank and a PyTorch rank see the same keys. Calls from several
+/// dipu-rs rank and a PyTorch rank see the same keys. Unlike torch's
+/// client, `set`, `append` and `multi_set` return only once the server has
+/// applied them (a `PING` follows them on the wire), so any client that looks
+/// afterwards sees the write. Calls from several
 /// threads take turns on the one connection (a `get` that waits holds it);
 /// [`TcpStore::try_clone`] opens another. After a failed call the next call
 /// reconnects.
@@ -219,6 +223,28 @@ fn wire_key(key: &str) -> String {
     format!("{KEY_PREFIX}{key}")
 }
 
+/// Sends a request that has no reply (`SET`, `APPEND`, `MULTI_SET`) and a
+/// `PING` behind it, and returns once the `PING` comes back: the server
+/// handles a connection's requests in order, so the write has been applied
+/// and every client now sees it. (torch's client does not wait, so a key it
+/// sets may reach the server after another client's later `CHECK`.)
+fn send_applied(conn: &mut Conn, m: Message, what: &str, reply_timeout: Duration) -> Result<()> {
+    static NONCE: AtomicU32 = AtomicU32::new(1);
+    let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
+    let mut bytes = m.into_bytes();
+    bytes.extend(Message::query(query::PING).u32(nonce).into_bytes());
+    conn.send(&bytes, what)?;
+    let echoed = conn.read(reply_timeout, &format!("the PING behind {what}"), |f| {
+        f.u32()
+    })?;
+    if echoed != nonce {
+        return Err(conn.fail(&format!(
+            "PING behind {what} answered {echoed}, not {nonce}"
+        )));
+    }
+    Ok(())
+}
+
 /// Sends `WAIT` for `keys` (wire keys) and waits up to `timeout` for
 /// `STOP_WAITING`; on expiry cancels the wait as torch's client does.
 fn wait_raw(
@@ -265,7 +291,7 @@ impl Store for TcpStore {
         let m = Message::query(query::SET)
             .bytes(wire_key(key).as_bytes())
             .bytes(value);
-        self.call(|conn, _| conn.send(&m.into_bytes(), "SET"))
+        self.call(|conn, reply_timeout| send_applied(conn, m, "SET", reply_timeout))
     }
 
     fn get(&self, key: &str) -> Result<Vec<u8>> {
@@ -350,7 +376,7 @@ impl Store for TcpStore {
         let m = Message::query(query::APPEND)
             .bytes(wire_key(key).as_bytes())
             .bytes(value);
-        self.call(|conn, _| conn.send(&m.into_bytes(), "APPEND"))
+        self.call(|conn, reply_timeout| send_applied(conn, m, "APPEND", reply_timeout))
     }
 
     fn multi_get(&self, keys: &[&str]) -> Result<Vec<Vec<u8>>> {
@@ -376,6 +402,6 @@ impl Store for TcpStore {
         for (key, value) in keys.iter().zip(values) {
             m = m.bytes(wire_key(key).as_bytes()).bytes(value);
         }
-        self.call(|conn, _| conn.send(&m.into_bytes(), "MULTI_SET"))
+        self.call(|conn, reply_timeout| send_applied(conn, m, "MULTI_SET", reply_timeout))
     }
 }
