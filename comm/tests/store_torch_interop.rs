@@ -61,6 +61,7 @@ impl Peer {
         let mut child = Command::new(python())
             .arg(&script)
             .args(args)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -118,8 +119,10 @@ impl Peer {
         }
     }
 
-    /// Waits for the script to exit and asserts that it succeeded.
+    /// Tells the script we are done (closes its stdin), waits for it to exit
+    /// and asserts that it succeeded.
     fn finish(mut self) {
+        drop(self.child.stdin.take());
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("waiting for python") {
@@ -206,7 +209,6 @@ fn exchange(store: &TcpStore, peer: &mut Peer) {
             "list_keys lacks {key}: {keys:?}"
         );
     }
-    store.set("rust/finished", b"1").unwrap();
 }
 
 /// Our client against torch's server with back end `backend`.
