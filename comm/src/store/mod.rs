@@ -9,13 +9,17 @@
 //! | [`PrefixStore`] | wraps any store, puts `prefix/` in front of every key (torch's `PrefixStore`) | as the inner store |
 //!
 //! [`TcpStore::from_env`] joins a torchrun-style rendezvous (`MASTER_ADDR`,
-//! `MASTER_PORT`, `RANK`, `WORLD_SIZE`): rank 0 hosts the server.
+//! `MASTER_PORT`, `RANK`, `WORLD_SIZE`; [`EnvRendezvous`]): rank 0 hosts the
+//! server, unless torchrun's agent does (`TORCHELASTIC_USE_AGENT_STORE`).
+//! `scripts/torch-env.sh` installs the PyTorch the interop tests run against.
 //!
 //! # Semantics shared by every store
 //!
 //! - `add` keeps the counter as a decimal ASCII string (`"42"`), as torch
 //!   does, so `get` on a counter returns its digits; `add` on a value that is
-//!   not an integer is an `InvalidArgument` error naming the key.
+//!   not an integer is an `InvalidArgument` error naming the key (over TCP
+//!   the server can only drop the connection, as torch's does: the call
+//!   fails with `VendorError`, and the next call reconnects).
 //! - `compare_set(key, expected, desired)` sets `desired` when the value is
 //!   `expected`, or when the key is missing and `expected` is empty, and
 //!   returns the value after the call. (A missing key with a non-empty
@@ -45,16 +49,25 @@
 //! - `SET`, `APPEND`, `MULTI_SET` (`u64` count, then key/value pairs) and
 //!   `QUEUE_PUSH` have no reply. `COMPARE_SET` answers the value after the
 //!   call; `ADD` (`i64` delta) the new `i64`; `DELETE_KEY` and `GETNUMKEYS`
-//!   an `i64`; `CHECK` a byte, `READY 0` / `NOT_READY 1`.
+//!   an `i64`; `CHECK` a byte, `READY 0` / `NOT_READY 1`. `QUEUE_POP`
+//!   answers the queue's `i64` length and, if it was not empty, the popped
+//!   value; `QUEUE_LEN` an `i64`; `LIST_KEYS` an `i64` count and the keys.
+//!   `BARRIER` (key, `i64` world size) counts arrivals at the key and answers
+//!   `STOP_WAITING` to everyone once `world_size` have arrived.
 //! - `GET` on the server never waits (the libuv server answers an empty value
 //!   for a missing key); the client first sends `WAIT` for the key, then
 //!   `GET`. `MULTI_GET` likewise follows a `WAIT` for all its keys.
 //! - `WAIT` answers `STOP_WAITING 0` once every key exists, which may be much
 //!   later: the client waits with its own timeout, and on expiry sends
 //!   `CANCEL_WAIT`, to which the server answers `WAIT_CANCELED 1` (after a
-//!   `STOP_WAITING` if the keys appeared in between).
-//! - The client puts `/` in front of every user key; `WAIT`/`ADD` on the raw
-//!   key `init/` count the workers that joined (`wait_for_workers`).
+//!   `STOP_WAITING` if the keys appeared in between: our client then
+//!   reports success).
+//! - Our client follows `SET`, `APPEND` and `MULTI_SET` with a `PING` and
+//!   returns once it comes back, so a write is visible to every client when
+//!   the call returns (torch's client does not wait for them).
+//! - The client puts `/` in front of every user key. With
+//!   `wait_for_workers`, every client `ADD`s 1 to the raw key `init/` and the
+//!   master polls it (`WAIT` + `GET`) until `world_size` have joined.
 //! - The libuv server (torch's default since 2.4) caps a key at 8 KiB, a
 //!   value at 8 MiB and a key count at 131072, and closes a connection that
 //!   sends anything malformed; ours does the same.
