@@ -22,9 +22,9 @@ pub(crate) enum CommKey {
 
 impl CommKey {
     /// The store key its unique id is published under.
-    fn store_key(self, device: i32) -> String {
+    fn store_key(self) -> String {
         match self {
-            CommKey::All => format!("dicl/comm/all/{device}"),
+            CommKey::All => "dicl/comm/all".to_string(),
             CommKey::Pair(a, b) => format!("dicl/comm/p2p/{a}:{b}"),
         }
     }
@@ -68,7 +68,7 @@ impl Comm {
             CommKey::Pair(a, _) => (i32::from(group_rank != a), 2, a),
         };
         let _guard = DeviceGuard::new(ctx, device)?;
-        let store_key = key.store_key(device);
+        let store_key = key.store_key();
         let id = if group_rank == leader {
             let id = api.comm_get_unique_id()?;
             store.set(&store_key, &id)?;

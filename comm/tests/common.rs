@@ -1,0 +1,136 @@
+//! Shared helpers of the process-group tests: a runtime on the host vendor
+//! with 4 devices, ranks as threads, and typed buffers.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use dipu_comm::store::{HashStore, Store};
+use dipu_comm::{Buffer, Options, ProcessGroup};
+use dipu_deviceapi::DataType;
+use dipu_runtime::{DeviceBuffer, Runtime, RuntimeOptions};
+use half::{bf16, f16};
+
+/// One runtime for the whole test binary: the host vendor with 4 devices,
+/// so 4 thread ranks each get their own device.
+pub fn runtime() -> Arc<Runtime> {
+    static RT: OnceLock<Arc<Runtime>> = OnceLock::new();
+    Arc::clone(RT.get_or_init(|| {
+        // SAFETY: set once, before the vendor reads it, by the first test
+        // to get here (under the OnceLock's initialisation lock).
+        std::env::set_var("DIPU_HOST_DEVICES", "4");
+        Runtime::new(RuntimeOptions::default()).expect("the host vendor runtime")
+    }))
+}
+
+/// Runs `f` on `n` thread ranks sharing an in-memory store; rank r uses
+/// device r. Returns each rank's result in rank order.
+pub fn with_ranks<R: Send>(
+    n: i32,
+    options: Options,
+    f: impl Fn(&ProcessGroup) -> R + Sync,
+) -> Vec<R> {
+    let rt = runtime();
+    let store: Arc<dyn Store> = Arc::new(HashStore::new());
+    store.set_timeout(Duration::from_secs(20));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|rank| {
+                let (rt, store, f, options) =
+                    (Arc::clone(&rt), Arc::clone(&store), &f, options.clone());
+                s.spawn(move || {
+                    rt.set_device(rank).unwrap();
+                    // Each rank its own current stream: ranks of tests running
+                    // at once must not share a device's default stream (one
+                    // test's waits would order another's collectives).
+                    let stream = rt.context().new_stream(rank, 0).unwrap();
+                    rt.context().set_current_stream(stream);
+                    let pg = ProcessGroup::new(rt, store, rank, n, rank, options).unwrap();
+                    f(&pg)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Options with a short timeout for tests.
+pub fn quick() -> Options {
+    Options::default().with_timeout(Duration::from_secs(20))
+}
+
+/// Encodes `values` as `dtype` elements (values must be representable).
+pub fn encode(dtype: DataType, values: &[f64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * dtype.size_in_bytes());
+    for &v in values {
+        match dtype {
+            DataType::F16 => out.extend(f16::from_f64(v).to_le_bytes()),
+            DataType::BF16 => out.extend(bf16::from_f64(v).to_le_bytes()),
+            DataType::F32 => out.extend((v as f32).to_le_bytes()),
+            DataType::F64 => out.extend(v.to_le_bytes()),
+            DataType::I8 => out.extend((v as i8).to_le_bytes()),
+            DataType::U8 => out.extend((v as u8).to_le_bytes()),
+            DataType::I16 => out.extend((v as i16).to_le_bytes()),
+            DataType::I32 => out.extend((v as i32).to_le_bytes()),
+            DataType::I64 => out.extend((v as i64).to_le_bytes()),
+            DataType::U32 => out.extend((v as u32).to_le_bytes()),
+            DataType::U64 => out.extend((v as u64).to_le_bytes()),
+            other => panic!("no encoding for {other:?}"),
+        }
+    }
+    out
+}
+
+/// Decodes `dtype` elements to f64.
+pub fn decode(dtype: DataType, bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(dtype.size_in_bytes())
+        .map(|b| match dtype {
+            DataType::F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DataType::BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+            DataType::F32 => f64::from(f32::from_le_bytes(b.try_into().unwrap())),
+            DataType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+            DataType::I8 => f64::from(b[0] as i8),
+            DataType::U8 => f64::from(b[0]),
+            DataType::I16 => f64::from(i16::from_le_bytes(b.try_into().unwrap())),
+            DataType::I32 => f64::from(i32::from_le_bytes(b.try_into().unwrap())),
+            DataType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+            DataType::U32 => f64::from(u32::from_le_bytes(b.try_into().unwrap())),
+            DataType::U64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+            other => panic!("no decoding for {other:?}"),
+        })
+        .collect()
+}
+
+/// A device buffer on the group's device holding `values` as `dtype`.
+pub fn upload(pg: &ProcessGroup, dtype: DataType, values: &[f64]) -> (DeviceBuffer, Buffer) {
+    let bytes = encode(dtype, values);
+    let rt = runtime();
+    let stream = rt.context().current_stream(pg.device()).unwrap();
+    let dev = rt.allocate(bytes.len().max(1), stream).unwrap();
+    dev.copy_from_host(&bytes, None).unwrap();
+    let buffer = Buffer::from_device_buffer(&dev, dtype)
+        .unwrap()
+        .slice(0, values.len())
+        .unwrap();
+    (dev, buffer)
+}
+
+/// A zeroed device buffer of `count` elements.
+pub fn zeros(pg: &ProcessGroup, dtype: DataType, count: usize) -> (DeviceBuffer, Buffer) {
+    upload(pg, dtype, &vec![0.0; count])
+}
+
+/// The elements of `buffer`, read on the caller's current stream (so after
+/// a `Work::wait`).
+pub fn download(dev: &DeviceBuffer, buffer: &Buffer) -> Vec<f64> {
+    let mut bytes = vec![0u8; dev.len()];
+    dev.copy_to_host(&mut bytes, None).unwrap();
+    decode(buffer.dtype(), &bytes[..buffer.bytes()])
+}
+
+/// A small positive value that depends on rank and index, exact in every type.
+pub fn value(rank: i32, i: usize) -> f64 {
+    (1 + (rank as usize * 7 + i * 3) % 3) as f64
+}
