@@ -75,7 +75,7 @@ impl Comm {
             id
         } else {
             store.get(&store_key).map_err(|e| {
-                e.context(&format!(
+                e.context(format!(
                     "waiting for rank {leader} to publish the communicator id under `{store_key}`"
                 ))
             })?

@@ -298,9 +298,9 @@ impl Inner {
         let group: Weak<Inner> = Arc::downgrade(self);
         Work {
             state,
-            on_timeout: Arc::new(move |state: &WorkState, error: Error| {
+            on_failure: Arc::new(move |state: &WorkState, error: Error| {
                 if let Some(group) = group.upgrade() {
-                    group.fail_overdue(state, error);
+                    group.work_failed(state, error);
                 } else {
                     state.outcome.fail(error);
                 }
@@ -332,13 +332,13 @@ impl Inner {
             });
         }
         if let Some((work, error)) = failed {
-            self.fail_overdue(&work, error);
+            self.work_failed(&work, error);
         }
     }
 
     /// `work` failed (timed out, or its communicator broke): the group is
     /// aborted and all its pending work fails.
-    fn fail_overdue(&self, work: &WorkState, error: Error) {
+    fn work_failed(&self, work: &WorkState, error: Error) {
         work.outcome.fail(error.clone());
         let reason = Error::new(
             error.kind(),

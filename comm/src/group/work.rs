@@ -55,7 +55,7 @@ impl WorkState {
             Ok(false) => false,
             Err(e) => {
                 self.outcome
-                    .fail(e.context(&format!("{}: querying its end event", self.what)));
+                    .fail(e.context(format!("{}: querying its end event", self.what)));
                 true
             }
         }
@@ -64,7 +64,7 @@ impl WorkState {
     fn comm_error(&self) -> Result<()> {
         for comm in &self.comms {
             comm.async_error()
-                .map_err(|e| e.context(&format!("{} failed on {}", self.what, comm.describe())))?;
+                .map_err(|e| e.context(format!("{} failed on {}", self.what, comm.describe())))?;
         }
         Ok(())
     }
@@ -88,6 +88,9 @@ impl WorkState {
     }
 }
 
+/// Called when a work is found failed: the group aborts.
+pub(crate) type FailureHook = Arc<dyn Fn(&WorkState, Error) + Send + Sync>;
+
 /// A queued operation of a process group, as c10d's `Work`: query it, make
 /// a stream wait for it, or wait on the host with a timeout.
 ///
@@ -95,7 +98,8 @@ impl WorkState {
 #[derive(Clone)]
 pub struct Work {
     pub(crate) state: Arc<WorkState>,
-    pub(crate) on_timeout: Arc<dyn Fn(&WorkState, Error) + Send + Sync>,
+    /// Tells the group that the operation failed (it aborts the group).
+    pub(crate) on_failure: FailureHook,
 }
 
 impl std::fmt::Debug for Work {
@@ -163,12 +167,15 @@ impl Work {
         let mut pause = Duration::from_micros(20);
         loop {
             if self.state.poll() {
+                if let State::Failed(e) = self.state.outcome.state() {
+                    (self.on_failure)(&self.state, e);
+                }
                 return self.check_failed();
             }
             let now = Instant::now();
             if now.duration_since(start) >= timeout {
                 let error = self.state.timeout_error(now);
-                (self.on_timeout)(&self.state, error);
+                (self.on_failure)(&self.state, error);
                 return self.check_failed();
             }
             std::thread::sleep(pause.min(timeout.saturating_sub(now.duration_since(start))));

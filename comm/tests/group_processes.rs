@@ -1,0 +1,236 @@
+//! The process group with ranks as separate processes (the host vendor's
+//! collectives go through POSIX shared memory; the ranks meet through a
+//! TCP store): collectives on 2 and 4 processes, and a rank killed in the
+//! middle of a collective making the others fail instead of hanging.
+//!
+//! The test binary is its own child: `child_rank` does nothing unless
+//! `DIPU_COMM_TEST_CHILD` names a scenario.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dipu_comm::store::{Store, TcpStore, TcpStoreServer};
+use dipu_comm::{Buffer, Options, ProcessGroup};
+use dipu_deviceapi::{DataType, ErrorKind, ReduceOp};
+use dipu_runtime::{Runtime, RuntimeOptions};
+
+const CHILD: &str = "DIPU_COMM_TEST_CHILD";
+
+fn spawn(scenario: &str, rank: i32, world: i32, port: u16) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_rank", "--nocapture", "--test-threads=1"])
+        .env(CHILD, scenario)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_PORT", port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` up to `limit`; kills it and fails past that.
+fn finish(mut child: Child, limit: Duration, what: &str) -> (bool, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut out = String::new();
+            for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+                out.push_str(&line.unwrap());
+                out.push('\n');
+            }
+            return (status.success(), out);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what} still running after {limit:?}: a hang");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn collectives_across_2_and_4_processes() {
+    for world in [2, 4] {
+        let server = TcpStoreServer::bind("127.0.0.1", 0).unwrap();
+        let children: Vec<Child> = (0..world)
+            .map(|r| spawn("collectives", r, world, server.port()))
+            .collect();
+        for (rank, child) in children.into_iter().enumerate() {
+            let (ok, out) = finish(
+                child,
+                Duration::from_secs(60),
+                &format!("rank {rank} of {world}"),
+            );
+            assert!(ok, "rank {rank} of {world} failed; its output:\n{out}");
+            assert!(out.contains("collectives ok"), "{out}");
+        }
+    }
+}
+
+#[test]
+fn a_killed_rank_fails_the_others_within_the_timeout() {
+    let server = TcpStoreServer::bind("127.0.0.1", 0).unwrap();
+    let survivor = spawn("survivor", 0, 2, server.port());
+    let mut victim = spawn("victim", 1, 2, server.port());
+    // The victim says when it is inside the second collective's rendezvous.
+    let mut lines = BufReader::new(victim.stdout.take().unwrap()).lines();
+    let ready = lines.find(|l| l.as_ref().is_ok_and(|l| l.contains("victim ready")));
+    assert!(ready.is_some(), "the victim never got ready");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let (ok, out) = finish(survivor, Duration::from_secs(30), "the surviving rank");
+    assert!(
+        ok,
+        "the survivor did not fail as documented; its output:\n{out}"
+    );
+    assert!(out.contains("survivor failed cleanly"), "{out}");
+}
+
+/// The body of a child rank (a no-op unless run as one).
+#[test]
+fn child_rank() {
+    let Ok(scenario) = std::env::var(CHILD) else {
+        return;
+    };
+    let var = |k: &str| std::env::var(k).unwrap().parse::<i64>().unwrap();
+    let (rank, world, port) = (
+        var("RANK") as i32,
+        var("WORLD_SIZE") as i32,
+        var("MASTER_PORT") as u16,
+    );
+    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(TcpStore::connect("127.0.0.1", port, Duration::from_secs(20)).unwrap());
+    let timeout = if scenario == "survivor" { 10 } else { 30 };
+    let options = Options::default().with_timeout(Duration::from_secs(timeout));
+    let pg = ProcessGroup::new(Arc::clone(&rt), store, rank, world, 0, options).unwrap();
+    let upload = |dtype: DataType, values: &[f64]| {
+        let bytes: Vec<u8> = match dtype {
+            DataType::F32 => values
+                .iter()
+                .flat_map(|v| (*v as f32).to_le_bytes())
+                .collect(),
+            DataType::I64 => values
+                .iter()
+                .flat_map(|v| (*v as i64).to_le_bytes())
+                .collect(),
+            other => panic!("{other:?}"),
+        };
+        let stream = rt.context().current_stream(0).unwrap();
+        let dev = rt.allocate(bytes.len(), stream).unwrap();
+        dev.copy_from_host(&bytes, None).unwrap();
+        let buf = Buffer::from_device_buffer(&dev, dtype).unwrap();
+        (dev, buf)
+    };
+    let read_f32 = |dev: &dipu_runtime::DeviceBuffer| {
+        let mut bytes = vec![0u8; dev.len()];
+        dev.copy_to_host(&mut bytes, None).unwrap();
+        bytes
+            .chunks_exact(4)
+            .map(|b| f64::from(f32::from_le_bytes(b.try_into().unwrap())))
+            .collect::<Vec<_>>()
+    };
+    let wait = Duration::from_secs(60);
+    match scenario.as_str() {
+        "collectives" => {
+            let n = 300_000;
+            let mine: Vec<f64> = (0..n)
+                .map(|i| f64::from(rank + 1) * (i % 7) as f64)
+                .collect();
+            let (dev, buf) = upload(DataType::F32, &mine);
+            pg.all_reduce(&buf, ReduceOp::Sum)
+                .unwrap()
+                .wait_host(wait)
+                .unwrap();
+            let total = f64::from(world * (world + 1) / 2);
+            let got = read_f32(&dev);
+            assert!(
+                (0..n).all(|i| got[i] == total * (i % 7) as f64),
+                "all_reduce sum"
+            );
+            pg.all_reduce(&buf, ReduceOp::Avg)
+                .unwrap()
+                .wait_host(wait)
+                .unwrap();
+            let got = read_f32(&dev);
+            assert!(
+                (0..n).all(|i| got[i] == total * (i % 7) as f64),
+                "all_reduce avg of equal values"
+            );
+
+            let (dev, buf) = upload(DataType::I64, &[f64::from(rank); 5]);
+            pg.broadcast(&buf, world - 1)
+                .unwrap()
+                .wait_host(wait)
+                .unwrap();
+            let mut bytes = vec![0u8; 40];
+            dev.copy_to_host(&mut bytes, None).unwrap();
+            assert!(bytes
+                .chunks_exact(8)
+                .all(|b| i64::from_le_bytes(b.try_into().unwrap()) == i64::from(world - 1)));
+
+            let mine: Vec<f64> = (0..world)
+                .flat_map(|to| (0..3).map(move |i| f64::from(rank * 100 + to * 10 + i)))
+                .collect();
+            let (_din, input) = upload(DataType::F32, &mine);
+            let (dout, output) = upload(DataType::F32, &vec![0.0; mine.len()]);
+            pg.all_to_all(&output, &input, None, None)
+                .unwrap()
+                .wait_host(wait)
+                .unwrap();
+            let want: Vec<f64> = (0..world)
+                .flat_map(|from| (0..3).map(move |i| f64::from(from * 100 + rank * 10 + i)))
+                .collect();
+            assert_eq!(read_f32(&dout), want, "all_to_all");
+
+            let (_ds, send) = upload(DataType::F32, &[f64::from(rank); 1000]);
+            let (dr, recv) = upload(DataType::F32, &[0.0; 1000]);
+            let (to, from) = ((rank + 1) % world, (rank + world - 1) % world);
+            pg.start_coalescing().unwrap();
+            pg.send(&send, to, 0).unwrap();
+            pg.recv(&recv, from, 0).unwrap();
+            pg.end_coalescing().unwrap().wait_host(wait).unwrap();
+            assert_eq!(read_f32(&dr), vec![f64::from(from); 1000], "ring exchange");
+            pg.barrier().unwrap();
+            println!("collectives ok");
+        }
+        "victim" => {
+            let (_dev, buf) = upload(DataType::F32, &[1.0; 1024]);
+            pg.all_reduce(&buf, ReduceOp::Sum)
+                .unwrap()
+                .wait_host(wait)
+                .unwrap();
+            println!("victim ready");
+            std::thread::sleep(Duration::from_secs(600));
+        }
+        "survivor" => {
+            let (_dev, buf) = upload(DataType::F32, &[1.0; 1024]);
+            pg.all_reduce(&buf, ReduceOp::Sum)
+                .unwrap()
+                .wait_host(wait)
+                .unwrap();
+            let start = Instant::now();
+            let err = pg
+                .all_reduce(&buf, ReduceOp::Sum)
+                .and_then(|w| w.wait_host(wait))
+                .expect_err("the peer is dead: the all-reduce must fail");
+            let took = start.elapsed();
+            eprintln!("survivor: {err} (after {took:?})");
+            assert!(
+                took < Duration::from_secs(12),
+                "failed after {took:?}, beyond the 10 s timeout"
+            );
+            assert!(
+                matches!(err.kind(), ErrorKind::VendorError | ErrorKind::Timeout),
+                "{err}"
+            );
+            assert!(err.to_string().contains("all_reduce #1"), "{err}");
+            assert!(pg.failure().is_some(), "the group is aborted");
+            println!("survivor failed cleanly");
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
