@@ -13,6 +13,9 @@ step "toolchain and system tools"
 step "NVIDIA wheels for the CUDA vendor's tests (.venv; a no-op when present)"
 ./scripts/cuda-env.sh
 
+step "PyTorch from PyPI for the TCPStore interop tests (.venv-torch; a no-op when present)"
+./scripts/torch-env.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -36,7 +39,7 @@ rm -rf "$tmp"
 
 step "loom models (separate target dir, preemption bound 2)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-  cargo test --release --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator --lib loom
+  cargo test --release --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
 
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
