@@ -55,7 +55,7 @@ fn main() -> Result<()> {
     let took = work.duration().unwrap_or_default();
     println!(
         "rank {rank} of {world} (device {device}): all_reduce of {} MiB: {} (every element {want}), {:.3} ms on the device",
-        count * 4 >> 20,
+        (count * 4) >> 20,
         if wrong == 0 { "ok" } else { "WRONG" },
         took.as_secs_f64() * 1e3
     );
