@@ -134,3 +134,52 @@ pub fn download(dev: &DeviceBuffer, buffer: &Buffer) -> Vec<f64> {
 pub fn value(rank: i32, i: usize) -> f64 {
     (1 + (rank as usize * 7 + i * 3) % 3) as f64
 }
+
+/// The reference result of reducing `value(r, i)` over `n` ranks with `op`.
+pub fn reference(op: dipu_deviceapi::ReduceOp, dtype: DataType, n: i32, i: usize) -> f64 {
+    use dipu_deviceapi::ReduceOp;
+    let vals = (0..n).map(|r| value(r, i));
+    let integer = !matches!(
+        dtype,
+        DataType::F16 | DataType::BF16 | DataType::F32 | DataType::F64
+    );
+    match op {
+        ReduceOp::Sum => vals.sum(),
+        ReduceOp::Prod => vals.product(),
+        ReduceOp::Min => vals.fold(f64::INFINITY, f64::min),
+        ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
+        ReduceOp::Avg => {
+            let sum: f64 = vals.sum();
+            if integer {
+                (sum / f64::from(n)).trunc()
+            } else {
+                sum / f64::from(n)
+            }
+        }
+        other => panic!("no reference for {other:?}"),
+    }
+}
+
+/// All-reduce with every data type and operator, `count` elements each,
+/// checked against [`reference`] (waits on the host).
+pub fn all_reduce_every_type_and_op(pg: &ProcessGroup, count: usize) {
+    use dipu_deviceapi::ReduceOp;
+    for dtype in DataType::ALL {
+        for op in ReduceOp::ALL {
+            let mine: Vec<f64> = (0..count).map(|i| value(pg.rank(), i)).collect();
+            let (dev, buf) = upload(pg, dtype, &mine);
+            let work = pg.all_reduce(&buf, op).unwrap();
+            work.wait_host(quick().timeout).unwrap();
+            let got = download(&dev, &buf);
+            for (i, g) in got.iter().enumerate() {
+                let want = reference(op, dtype, pg.world_size(), i);
+                assert_eq!(
+                    *g,
+                    want,
+                    "{} ranks, {dtype:?} {op:?}, element {i}",
+                    pg.world_size()
+                );
+            }
+        }
+    }
+}

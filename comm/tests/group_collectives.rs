@@ -9,29 +9,6 @@ use dipu_deviceapi::{DataType, ReduceOp};
 
 const COUNT: usize = 1001;
 
-fn reference(op: ReduceOp, dtype: DataType, n: i32, i: usize) -> f64 {
-    let vals = (0..n).map(|r| value(r, i));
-    let integer = !matches!(
-        dtype,
-        DataType::F16 | DataType::BF16 | DataType::F32 | DataType::F64
-    );
-    match op {
-        ReduceOp::Sum => vals.sum(),
-        ReduceOp::Prod => vals.product(),
-        ReduceOp::Min => vals.fold(f64::INFINITY, f64::min),
-        ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
-        ReduceOp::Avg => {
-            let sum: f64 = vals.sum();
-            if integer {
-                (sum / f64::from(n)).trunc()
-            } else {
-                sum / f64::from(n)
-            }
-        }
-        other => panic!("no reference for {other:?}"),
-    }
-}
-
 #[test]
 fn all_reduce_every_type_and_operator() {
     for n in [2, 4] {

@@ -6,6 +6,8 @@
 //! The test binary is its own child: `child_rank` does nothing unless
 //! `DIPU_COMM_TEST_CHILD` names a scenario.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -14,7 +16,6 @@ use std::time::{Duration, Instant};
 use dipu_comm::store::{Store, TcpStore, TcpStoreServer};
 use dipu_comm::{Buffer, Options, ProcessGroup};
 use dipu_deviceapi::{DataType, ErrorKind, ReduceOp};
-use dipu_runtime::{Runtime, RuntimeOptions};
 
 const CHILD: &str = "DIPU_COMM_TEST_CHILD";
 
@@ -101,7 +102,7 @@ fn child_rank() {
         var("WORLD_SIZE") as i32,
         var("MASTER_PORT") as u16,
     );
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = common::runtime();
     let store: Arc<dyn Store> =
         Arc::new(TcpStore::connect("127.0.0.1", port, Duration::from_secs(20)).unwrap());
     let timeout = if scenario == "survivor" { 10 } else { 30 };
@@ -194,6 +195,7 @@ fn child_rank() {
             pg.recv(&recv, from, 0).unwrap();
             pg.end_coalescing().unwrap().wait_host(wait).unwrap();
             assert_eq!(read_f32(&dr), vec![f64::from(from); 1000], "ring exchange");
+            common::all_reduce_every_type_and_op(&pg, 257);
             pg.barrier().unwrap();
             println!("collectives ok");
         }
