@@ -64,6 +64,21 @@ typedef enum {
 // dipu_event_create, destroy it with dipu_event_destroy).
 typedef struct dipu_event dipu_event;
 
+// A group of ranks running collectives on one device (opaque; made by
+// dipu_process_group_create, freed by dipu_process_group_destroy).
+typedef struct dipu_process_group dipu_process_group;
+
+// A key-value store shared by the ranks of a job (opaque; made by a
+// dipu_store_*_create function or dipu_store_from_env, freed by
+// dipu_store_destroy). Keys are NUL-terminated UTF-8 strings, values are
+// bytes.
+typedef struct dipu_store dipu_store;
+
+// A queued operation of a process group (opaque; returned by the
+// collectives, freed by dipu_work_destroy). Destroying it does not cancel
+// or wait for the operation.
+typedef struct dipu_work dipu_work;
+
 // A copy direction: one of the `DIPU_COPY_*` values.
 typedef int32_t dipu_copy_kind;
 
@@ -147,6 +162,14 @@ typedef struct {
   uint64_t num_device_free;
 } dipu_memory_stats;
 
+// An element type of a collective's buffers: one of the `DIPU_DTYPE_*`
+// values (the codes of the vendor ABI's DipuDataType).
+typedef int32_t dipu_dtype;
+
+// A reduction operator: one of the `DIPU_REDUCE_*` values (the codes of
+// the vendor ABI's DipuReduceOp).
+typedef int32_t dipu_reduce_op;
+
 // How `dipu_init` builds the runtime. Every NULL field is read from its
 // environment variable (`DIPU_VENDOR`, `DIPU_DEVICE_MEMCACHING_ALGORITHM`,
 // `DIPU_ALLOC_CONF`, `DIPU_HOST_MEMCACHING_ALGORITHM`); zero-initialise the
@@ -181,6 +204,55 @@ typedef struct {
   // Shutdown steps that failed (logged; the shutdown went on).
   uint64_t errors;
 } dipu_shutdown_report;
+
+// IEEE half precision (2 bytes).
+#define DIPU_DTYPE_F16 0
+
+// bfloat16 (2 bytes).
+#define DIPU_DTYPE_BF16 1
+
+// IEEE single precision (4 bytes).
+#define DIPU_DTYPE_F32 2
+
+// IEEE double precision (8 bytes).
+#define DIPU_DTYPE_F64 3
+
+// Signed 8-bit integer.
+#define DIPU_DTYPE_I8 4
+
+// Unsigned 8-bit integer.
+#define DIPU_DTYPE_U8 5
+
+// Signed 32-bit integer.
+#define DIPU_DTYPE_I32 6
+
+// Signed 64-bit integer.
+#define DIPU_DTYPE_I64 7
+
+// Signed 16-bit integer.
+#define DIPU_DTYPE_I16 8
+
+// Unsigned 32-bit integer.
+#define DIPU_DTYPE_U32 9
+
+// Unsigned 64-bit integer.
+#define DIPU_DTYPE_U64 10
+
+// Element-wise sum.
+#define DIPU_REDUCE_SUM 0
+
+// Element-wise product.
+#define DIPU_REDUCE_PROD 1
+
+// Element-wise minimum.
+#define DIPU_REDUCE_MIN 2
+
+// Element-wise maximum.
+#define DIPU_REDUCE_MAX 3
+
+// Element-wise mean over the ranks (integers truncate; emulated as a sum
+// and a division where the vendor lacks it).
+#define DIPU_REDUCE_AVG 4
 
 // Host memory to device memory.
 #define DIPU_COPY_HOST_TO_DEVICE 0
@@ -503,6 +575,315 @@ dipu_status dipu_host_free(void *ptr);
 // Thread-safe.
 dipu_status dipu_host_record_stream(void *ptr, dipu_stream stream);
 
+// Creates a process group of `world_size` ranks meeting through `store`,
+// this process being `rank`, running collectives on `device` of the
+// current runtime's vendor (created from the environment if none exists
+// yet). Communicators are made on first use (each rank's first collective
+// waits for the others through the store). `timeout_ms` bounds every
+// operation (positive: milliseconds; 0: DIPU_COMM_TIMEOUT seconds or 600
+// s; negative: no limit): the group's watchdog fails an overdue operation
+// and aborts the group. `blocking_wait` 1 makes dipu_work_wait block the
+// host, 0 not, -1 as DIPU_COMM_BLOCKING_WAIT says (default 0). The group
+// keeps the store alive. One store serves one group: give further groups
+// their own dipu_store_prefix_create.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a rank outside
+// 0..world_size or a NULL `out`; DIPU_STATUS_INVALID_DEVICE;
+// DIPU_STATUS_UNSUPPORTED when the vendor has no collectives;
+// DIPU_STATUS_INVALID_CONFIG for a bad DIPU_COMM_* variable. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_process_group_create(dipu_store *store,
+                                      int32_t rank,
+                                      int32_t world_size,
+                                      int32_t device,
+                                      int64_t timeout_ms,
+                                      int32_t blocking_wait,
+                                      dipu_process_group **out);
+
+// Destroys `group` (NULL is a no-op) without waiting: queued operations
+// run to completion, their works stay usable, and memory from dipu_malloc
+// they use stays protected; raw pointers must stay valid until they
+// complete. A call using it on another thread finishes first. Destroy
+// groups before dipu_shutdown.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a handle that is not a live
+// group (a second destroy, for one). Thread-safe.
+dipu_status dipu_process_group_destroy(dipu_process_group *group);
+
+// Stores this process's rank in the group in `*out`.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a NULL
+// `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int.
+dipu_status dipu_process_group_rank(dipu_process_group *group, int32_t *out);
+
+// Stores the number of ranks of the group in `*out`.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a NULL
+// `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int.
+dipu_status dipu_process_group_world_size(dipu_process_group *group, int32_t *out);
+
+// Stores the device the group runs on in `*out`.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a NULL
+// `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int.
+dipu_status dipu_process_group_device(dipu_process_group *group, int32_t *out);
+
+// Reduces the `count` elements of `dtype` at `buf` in place across all
+// ranks with `op`, and stores the operation's work in `*out` (destroy it
+// with dipu_work_destroy).
+//
+// Like every collective: the operation runs on the group's communication
+// stream after the work queued so far on the calling thread's current
+// stream of the group's device; wait for it with dipu_work_wait or
+// dipu_work_wait_host. Every rank must call the same collectives in the
+// same order. Buffers are device pointers: one inside a live dipu_malloc
+// allocation (on the group's device, the range within it) is protected
+// with record_stream, so dipu_free right after the call is safe; any other
+// pointer is taken as raw device memory that the caller keeps valid until
+// the operation completes. A NULL buffer is allowed only for 0 elements.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group, dtype or op,
+// a NULL `out`, a buffer of another device or past its allocation's end,
+// or a group made before dipu_shutdown; the error the group was aborted
+// with, once it was. Thread-safe.
+//
+// # Safety
+// `buf` must be device memory valid for `count` elements as described;
+// `out` NULL or valid for writing a pointer.
+dipu_status dipu_process_group_all_reduce(dipu_process_group *group,
+                                          void *buf,
+                                          size_t count,
+                                          dipu_dtype dtype,
+                                          dipu_reduce_op op,
+                                          dipu_work **out);
+
+// Copies `root`'s `count` elements at `buf` into every rank's `buf`; stores
+// the work in `*out`. As dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce, plus DIPU_STATUS_INVALID_ARGUMENT
+// for a root outside 0..world_size. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_broadcast(dipu_process_group *group,
+                                         void *buf,
+                                         size_t count,
+                                         dipu_dtype dtype,
+                                         int32_t root,
+                                         dipu_work **out);
+
+// Reduces the ranks' `buf` with `op` into `root`'s `buf` (the others'
+// are left as they were); stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_broadcast. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_reduce(dipu_process_group *group,
+                                      void *buf,
+                                      size_t count,
+                                      dipu_dtype dtype,
+                                      int32_t root,
+                                      dipu_reduce_op op,
+                                      dipu_work **out);
+
+// Gathers every rank's `input` (`input_count` elements) into
+// `outputs[r]` (`output_counts[r]` elements: rank r's input count; NULL
+// `output_counts`: all `input_count`) on every rank; `noutputs` must be the
+// world size. Stores the work in `*out`. As dipu_process_group_all_reduce
+// otherwise.
+// Errors: as dipu_process_group_all_reduce, plus
+// DIPU_STATUS_INVALID_ARGUMENT when `noutputs` is not the world size or
+// this rank's output count differs from `input_count`. Thread-safe.
+//
+// # Safety
+// `outputs` (and `output_counts` unless NULL) must be valid for reading
+// `noutputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_all_gather(dipu_process_group *group,
+                                          void *const *outputs,
+                                          const size_t *output_counts,
+                                          size_t noutputs,
+                                          const void *input,
+                                          size_t input_count,
+                                          dipu_dtype dtype,
+                                          dipu_work **out);
+
+// Gathers every rank's `input` (`input_count` elements) into the flat
+// `output` of world_size * `input_count` elements, rank after rank
+// (all_gather_into_tensor); stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_all_gather_into(dipu_process_group *group,
+                                               void *output,
+                                               const void *input,
+                                               size_t input_count,
+                                               dipu_dtype dtype,
+                                               dipu_work **out);
+
+// Reduces `inputs[r]` (`input_counts[r]` elements: rank r's output count;
+// NULL `input_counts`: all `output_count`) across ranks with `op` into rank
+// r's `output` (`output_count` elements); `ninputs` must be the world size.
+// Stores the work in `*out`. As dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_gather. Thread-safe.
+//
+// # Safety
+// `inputs` (and `input_counts` unless NULL) must be valid for reading
+// `ninputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_reduce_scatter(dipu_process_group *group,
+                                              void *output,
+                                              size_t output_count,
+                                              const void *const *inputs,
+                                              const size_t *input_counts,
+                                              size_t ninputs,
+                                              dipu_dtype dtype,
+                                              dipu_reduce_op op,
+                                              dipu_work **out);
+
+// Reduces the flat `input` (world_size blocks of `output_count` elements)
+// across ranks with `op`; rank r gets block r in `output`
+// (reduce_scatter_tensor). Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_reduce_scatter_from(dipu_process_group *group,
+                                                   void *output,
+                                                   size_t output_count,
+                                                   const void *input,
+                                                   dipu_dtype dtype,
+                                                   dipu_reduce_op op,
+                                                   dipu_work **out);
+
+// Sends block r of `input` (`input_count` elements) to rank r and receives
+// rank r's block for this rank into block r of `output` (`output_count`
+// elements). With NULL splits the blocks are equal (count / world_size,
+// which must divide); else `output_splits` and `input_splits` are
+// world_size element counts each. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce, plus
+// DIPU_STATUS_INVALID_ARGUMENT for splits that do not add up. Thread-safe.
+//
+// # Safety
+// `output_splits` and `input_splits` must be NULL or valid for reading
+// world_size elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_all_to_all(dipu_process_group *group,
+                                          void *output,
+                                          size_t output_count,
+                                          const void *input,
+                                          size_t input_count,
+                                          dipu_dtype dtype,
+                                          const size_t *output_splits,
+                                          const size_t *input_splits,
+                                          dipu_work **out);
+
+// Gathers every rank's `input` (`input_count` elements) into `outputs` on
+// `root`: there `noutputs` is the world size and `outputs[r]` has
+// `output_counts[r]` elements (NULL: all `input_count`); elsewhere
+// `noutputs` is 0. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_gather, plus a bad root. Thread-safe.
+//
+// # Safety
+// `outputs` (and `output_counts` unless NULL) must be valid for reading
+// `noutputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_gather(dipu_process_group *group,
+                                      void *const *outputs,
+                                      const size_t *output_counts,
+                                      size_t noutputs,
+                                      const void *input,
+                                      size_t input_count,
+                                      dipu_dtype dtype,
+                                      int32_t root,
+                                      dipu_work **out);
+
+// Sends `inputs[r]` from `root` into rank r's `output` (`output_count`
+// elements): on the root `ninputs` is the world size and `inputs[r]` has
+// `input_counts[r]` elements (NULL: all `output_count`); elsewhere
+// `ninputs` is 0. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_gather. Thread-safe.
+//
+// # Safety
+// `inputs` (and `input_counts` unless NULL) must be valid for reading
+// `ninputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_scatter(dipu_process_group *group,
+                                       void *output,
+                                       size_t output_count,
+                                       const void *const *inputs,
+                                       const size_t *input_counts,
+                                       size_t ninputs,
+                                       dipu_dtype dtype,
+                                       int32_t root,
+                                       dipu_work **out);
+
+// Sends the `count` elements at `buf` to rank `dst`, which must post a
+// matching dipu_process_group_recv (matched by order, as in NCCL; `tag` is
+// kept for c10d's signature). Outside a coalesced batch only the two ranks
+// take part. Stores the work in `*out`. As dipu_process_group_all_reduce
+// otherwise.
+// Errors: as dipu_process_group_all_reduce, plus
+// DIPU_STATUS_INVALID_ARGUMENT for a peer outside 0..world_size or this
+// rank. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_send(dipu_process_group *group,
+                                    const void *buf,
+                                    size_t count,
+                                    dipu_dtype dtype,
+                                    int32_t dst,
+                                    int32_t tag,
+                                    dipu_work **out);
+
+// Receives into the `count` elements at `buf` what rank `src` sends with
+// dipu_process_group_send. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_send. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_recv(dipu_process_group *group,
+                                    void *buf,
+                                    size_t count,
+                                    dipu_dtype dtype,
+                                    int32_t src,
+                                    int32_t tag,
+                                    dipu_work **out);
+
+// Waits on the host until every rank has reached the barrier (a one-element
+// all-reduce, as c10d does), up to the group's timeout.
+// Errors: DIPU_STATUS_TIMEOUT (and the group is aborted),
+// DIPU_STATUS_INVALID_ARGUMENT for an unknown group or one made before
+// dipu_shutdown, the error the group was aborted with. Thread-safe.
+dipu_status dipu_process_group_barrier(dipu_process_group *group);
+
+// Starts a coalesced batch: the collectives this thread issues on `group`
+// until dipu_process_group_end_coalescing are launched together and
+// complete as one operation (each returns a work for the whole batch,
+// usable once the batch has ended).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a batch
+// already open; the error the group was aborted with. Thread-safe (the
+// batch belongs to the calling thread; other threads' collectives on the
+// group fail while it is open).
+dipu_status dipu_process_group_start_coalescing(dipu_process_group *group);
+
+// Ends the batch dipu_process_group_start_coalescing began, launching its
+// collectives, and stores the batch's work in `*out`.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group, no open batch
+// or a NULL `out`; the vendor's status. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_process_group_end_coalescing(dipu_process_group *group, dipu_work **out);
+
 // The version of this library (e.g. "0.1.0"; equal to DIPU_RUNTIME_VERSION
 // of the header it was built with),
 // a static string. Never NULL; thread-safe; needs no runtime.
@@ -568,6 +949,216 @@ const char *dipu_last_error_message(void);
 // know). Never NULL; thread-safe.
 const char *dipu_status_str(int32_t status);
 
+// Creates a TCP store, torch.distributed's TCPStore(host, port,
+// world_size, is_master, timeout): when `is_master` is non-zero, starts a
+// server on `port` of every local address (port 0: a free one, see
+// dipu_store_tcp_port); then connects to `host`:`port`, retrying until
+// `timeout_ms` (positive: milliseconds; 0: 300 s; negative: no limit),
+// which is also the timeout of blocking calls. With a `world_size` (0 =
+// unknown) every store counts itself in, and the master's call returns
+// only once `world_size` stores have. The server lives as long as the
+// master's store. Speaks PyTorch's wire protocol: torch ranks can share it.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 `host` or
+// a NULL `out`, DIPU_STATUS_TIMEOUT when no server answers (or the
+// workers do not all join) in time, DIPU_STATUS_VENDOR_ERROR for a socket
+// error (a port in use, with the OS error in the message). Thread-safe.
+//
+// # Safety
+// `host` must be NULL or a NUL-terminated string, `out` NULL or valid for
+// writing a pointer.
+dipu_status dipu_store_tcp_create(const char *host,
+                                  uint16_t port,
+                                  int32_t is_master,
+                                  size_t world_size,
+                                  int64_t timeout_ms,
+                                  dipu_store **out);
+
+// Joins a torchrun-style rendezvous described by the environment
+// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE; torch's env://): rank 0
+// starts the server (unless TORCHELASTIC_USE_AGENT_STORE=True), every rank
+// connects, and each waits up to `timeout_ms` (positive: milliseconds; 0:
+// 300 s; negative: no limit) for the others to join.
+// Errors: DIPU_STATUS_INVALID_CONFIG for a missing or bad variable (named
+// in the message), DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`, and the
+// errors of dipu_store_tcp_create. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_store_from_env(int64_t timeout_ms, dipu_store **out);
+
+// Stores the port of a TCP store's server in `*out` (the port picked
+// when the master asked for port 0).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a store that
+// is not a TCP store, or a NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a uint16_t.
+dipu_status dipu_store_tcp_port(dipu_store *store, uint16_t *out);
+
+// Opens (creating it if needed) a file store in the file `path`, shared by
+// the processes of one host (or of a file system with working flock); with
+// `num_workers` (0 = unknown), the last of that many stores to be
+// destroyed removes the file. Blocking calls poll the file and wait up to
+// 300 s (see dipu_store_set_timeout).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 `path` or a
+// NULL `out`, DIPU_STATUS_VENDOR_ERROR when the file cannot be opened or
+// locked. Thread-safe.
+//
+// # Safety
+// `path` must be NULL or a NUL-terminated string, `out` NULL or valid for
+// writing a pointer.
+dipu_status dipu_store_file_create(const char *path, size_t num_workers, dipu_store **out);
+
+// Creates an in-memory store for the threads of this process (ranks as
+// threads); blocking calls wait up to 300 s (see dipu_store_set_timeout).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_store_hash_create(dipu_store **out);
+
+// Creates a store that puts "`prefix`/" in front of every key and forwards
+// to `inner` (torch's PrefixStore): one per process group on a shared
+// store keeps their keys apart. It keeps `inner` alive: destroying `inner`'s
+// handle does not end it. Its timeout and key count are `inner`'s.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 `prefix`,
+// an unknown `inner` or a NULL `out`. Thread-safe.
+//
+// # Safety
+// `prefix` must be NULL or a NUL-terminated string, `out` NULL or valid
+// for writing a pointer.
+dipu_status dipu_store_prefix_create(const char *prefix, dipu_store *inner, dipu_store **out);
+
+// Destroys `store` (NULL is a no-op). A call using it on another thread
+// finishes first; process groups and prefix stores made from it keep the
+// store itself alive. Destroying the master's TCP store stops its server
+// once nothing uses it.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a handle that is not a live
+// store (a second destroy, for one). Thread-safe.
+dipu_status dipu_store_destroy(dipu_store *store);
+
+// Sets `key` to the `len` bytes at `value` (NULL only with `len` 0),
+// replacing any old value; every client sees it once the call returns.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL or
+// non-UTF-8 key, a NULL `value` with `len` > 0; DIPU_STATUS_VENDOR_ERROR
+// or DIPU_STATUS_TIMEOUT when the server cannot be reached. Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `value` NULL or valid for
+// reading `len` bytes.
+dipu_status dipu_store_set(dipu_store *store, const char *key, const void *value, size_t len);
+
+// Waits up to the store's timeout for `key` to be set, then copies its
+// value into `buf` of `len` bytes and its size into `*needed` (when
+// `needed` is not NULL; no NUL is added). `buf` NULL with `len` 0 only
+// asks for the size (after waiting for the key).
+// Errors: DIPU_STATUS_TIMEOUT when the key is not set in time (the
+// message names it), DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a
+// NULL or non-UTF-8 key, or a `buf` shorter than the value (`*needed`
+// still receives the size, `buf` is untouched). Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `buf` NULL or valid for
+// writing `len` bytes, `needed` NULL or valid for writing a size_t.
+dipu_status dipu_store_get(dipu_store *store,
+                           const char *key,
+                           void *buf,
+                           size_t len,
+                           size_t *needed);
+
+// Adds `delta` to the integer at `key` (a missing key counts as 0; the
+// value is kept as decimal ASCII, as torch does) and stores the new value
+// in `*out`.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL or
+// non-UTF-8 key, a NULL `out`, a value that is not an integer, or an
+// overflow (over TCP such a value makes the server drop the connection:
+// DIPU_STATUS_VENDOR_ERROR). Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `out` NULL or valid for
+// writing an int64_t.
+dipu_status dipu_store_add(dipu_store *store, const char *key, int64_t delta, int64_t *out);
+
+// Sets `key` to `desired` (`desired_len` bytes) if its value is
+// `expected` (`expected_len` bytes), or if the key is missing and
+// `expected_len` is 0; copies the value after the call into `buf` of
+// `len` bytes and its size into `*needed` (when not NULL), as
+// dipu_store_get does. (A missing key with a non-empty `expected` gives
+// back `expected` unchanged: torch's behaviour.)
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL or
+// non-UTF-8 key, a NULL pointer with a non-zero length, or a too short
+// `buf` (the swap did happen then; `*needed` receives the size).
+// Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `expected` and `desired`
+// NULL or valid for reading their lengths, `buf` NULL or valid for writing
+// `len` bytes, `needed` NULL or valid for writing a size_t.
+dipu_status dipu_store_compare_set(dipu_store *store,
+                                   const char *key,
+                                   const void *expected,
+                                   size_t expected_len,
+                                   const void *desired,
+                                   size_t desired_len,
+                                   void *buf,
+                                   size_t len,
+                                   size_t *needed);
+
+// Stores 1 in `*out` if every one of the `nkeys` keys is set, else 0,
+// without waiting.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL
+// `keys` with `nkeys` > 0, a NULL or non-UTF-8 key, a NULL `out`.
+// Thread-safe.
+//
+// # Safety
+// `keys` must be NULL or valid for reading `nkeys` pointers, each NULL or
+// a NUL-terminated string; `out` NULL or valid for writing an int.
+dipu_status dipu_store_check(dipu_store *store,
+                             const char *const *keys,
+                             size_t nkeys,
+                             int32_t *out);
+
+// Waits until every one of the `nkeys` keys is set, up to `timeout_ms`
+// (positive: milliseconds; 0: the store's timeout; negative: no limit).
+// Errors: DIPU_STATUS_TIMEOUT naming the missing keys,
+// DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL `keys` with
+// `nkeys` > 0, a NULL or non-UTF-8 key. Thread-safe (a TCP store's calls
+// from several threads take turns on its connection).
+//
+// # Safety
+// `keys` must be NULL or valid for reading `nkeys` pointers, each NULL or
+// a NUL-terminated string.
+dipu_status dipu_store_wait(dipu_store *store,
+                            const char *const *keys,
+                            size_t nkeys,
+                            int64_t timeout_ms);
+
+// Deletes `key`; stores 1 in `*deleted` if it existed, else 0 (`deleted`
+// may be NULL).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store or a NULL or
+// non-UTF-8 key. Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `deleted` NULL or valid
+// for writing an int.
+dipu_status dipu_store_delete_key(dipu_store *store, const char *key, int32_t *deleted);
+
+// Stores the number of keys in the store in `*out` (for a prefix store:
+// of its inner store; a TCP store counts its internal keys too, as
+// torch's does).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store or a NULL
+// `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int64_t.
+dipu_status dipu_store_num_keys(dipu_store *store, int64_t *out);
+
+// Changes the timeout of the store's blocking calls (dipu_store_get,
+// dipu_store_wait with 0) to `timeout_ms` (positive: milliseconds; 0: 300
+// s; negative: no limit). A prefix store changes its inner store's.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store. Thread-safe.
+dipu_status dipu_store_set_timeout(dipu_store *store, int64_t timeout_ms);
+
 // Stores `device`'s default stream in `*out`.
 // Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
 // NULL `out`. Thread-safe.
@@ -623,6 +1214,63 @@ dipu_status dipu_stream_synchronize(dipu_stream stream);
 // # Safety
 // `done` must be NULL or valid for writing an int.
 dipu_status dipu_stream_query(dipu_stream stream, int32_t *done);
+
+// Destroys `work` (NULL is a no-op). The operation goes on; the group
+// still watches it, and memory from dipu_malloc it uses stays protected.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a handle that is not a live
+// work (a second destroy, for one). Thread-safe.
+dipu_status dipu_work_destroy(dipu_work *work);
+
+// Stores 1 in `*out` if the operation has finished, successfully or not,
+// else 0; never blocks (dipu_work_wait_host then reports a failure).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown work or a NULL
+// `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int.
+dipu_status dipu_work_is_completed(dipu_work *work, int32_t *out);
+
+// Makes the calling thread's current stream of the group's device wait
+// for the operation, without blocking the host (c10d's Work::wait); with
+// the group's blocking_wait, waits on the host instead, up to the
+// group's timeout, as dipu_work_wait_host(work, 0).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown work or a coalesced
+// batch not ended yet; the operation's own error status if it has already
+// failed (message in dipu_last_error_message). Thread-safe.
+dipu_status dipu_work_wait(dipu_work *work);
+
+// Waits on the host until the operation finishes, up to `timeout_ms`
+// (positive: milliseconds; 0: the group's timeout; negative: no limit).
+// A timeout fails the operation and, as the group's watchdog would, aborts
+// the group: its pending and later operations fail too.
+// Errors: DIPU_STATUS_TIMEOUT when it did not finish in time, the
+// operation's own error status if it failed (e.g. DIPU_STATUS_VENDOR_ERROR
+// or DIPU_STATUS_TIMEOUT from the watchdog; the message names the
+// operation and rank), DIPU_STATUS_INVALID_ARGUMENT for an unknown work.
+// Thread-safe.
+dipu_status dipu_work_wait_host(dipu_work *work, int64_t timeout_ms);
+
+// Stores the device time the operation took, in milliseconds, in `*out`
+// (from timing events around it on the communication stream).
+// Errors: DIPU_STATUS_NOT_READY while it is pending, the operation's own
+// error status if it failed, DIPU_STATUS_INVALID_ARGUMENT for an unknown
+// work or a NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a float.
+dipu_status dipu_work_duration_ms(dipu_work *work, float *out);
+
+// Copies a description of the operation (e.g. "all_reduce #3 (1024 x
+// F32, Sum) on process group rank 0 of 2 (device 0)") and a NUL into
+// `buf` of `len` bytes, and the size needed (NUL included) into `*needed`
+// when `needed` is not NULL. `buf` NULL with `len` 0 only asks for the size.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown work or a too small
+// `buf` (nothing is written to it). Thread-safe.
+//
+// # Safety
+// `buf` must be NULL or valid for writing `len` bytes, `needed` NULL or
+// valid for writing a size_t.
+dipu_status dipu_work_describe(dipu_work *work, char *buf, size_t len, size_t *needed);
 
 #ifdef __cplusplus
 }  // extern "C"
