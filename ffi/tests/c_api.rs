@@ -1,11 +1,13 @@
 //! C and C++ programs built against the *installed* library and header
 //! (`scripts/install.sh` into a scratch prefix, found with pkg-config or
 //! CMake) and run: round trips, threads, bad input, the documented example,
-//! and valgrind memcheck.
+//! and valgrind memcheck; and two processes doing collectives.
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -309,4 +311,90 @@ fn memcheck_reports_c_bad_frees_with_both_backtraces() {
     // The first free, the allocation and the second free: all in free_one_block.
     assert!(section.matches("free_one_block").count() >= 3, "{section}");
     assert!(log.contains("\n2 blocks, "), "{log}");
+}
+
+/// A TCP port of 127.0.0.1 that was free a moment ago.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// Runs `tests/c/allreduce.c` as ranks 0 and 1 of a two-process job
+/// (torchrun's variables: rank 0 hosts the TCP store on a free port):
+/// store calls, all-reduce SUM and AVG, broadcast, all-gather, send/recv,
+/// barrier, bad input and a timed-out receive, each rank on device 0 of its
+/// own runtime (the host vendor's collectives meet in shared memory).
+#[test]
+fn c_two_processes_all_reduce() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "gcc", "c11", "allreduce.c");
+    let port = free_port().to_string();
+    let started = Instant::now();
+    let mut ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            let log = |what: &str| {
+                std::fs::File::create(dir.path().join(format!("rank{rank}.{what}")))
+                    .expect("create a log file")
+            };
+            Command::new(&exe)
+                .env_remove("DIPU_VENDOR")
+                .env_remove("DIPU_COMM_TIMEOUT")
+                .env_remove("DIPU_COMM_BLOCKING_WAIT")
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .stdout(log("stdout"))
+                .stderr(log("stderr"))
+                .spawn()
+                .expect("start a rank")
+        })
+        .collect();
+    // A rank that fails leaves the other waiting for it (up to the
+    // program's own timeouts): give up on both well before that.
+    let limit = Duration::from_secs(60);
+    let mut statuses = vec![None; ranks.len()];
+    while statuses.iter().any(Option::is_none) && started.elapsed() < limit {
+        for (rank, child) in ranks.iter_mut().enumerate() {
+            if statuses[rank].is_none() {
+                statuses[rank] = child.try_wait().expect("wait for a rank");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let elapsed = started.elapsed();
+    let mut report = String::new();
+    for (rank, child) in ranks.iter_mut().enumerate() {
+        if statuses[rank].is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let read = |what: &str| {
+            std::fs::read_to_string(dir.path().join(format!("rank{rank}.{what}")))
+                .unwrap_or_default()
+        };
+        report.push_str(&format!(
+            "--- rank {rank}: {:?}\n--- stdout\n{}--- stderr\n{}",
+            statuses[rank],
+            read("stdout"),
+            read("stderr")
+        ));
+    }
+    for (rank, status) in statuses.iter().enumerate() {
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "rank {rank} failed or hung:\n{report}"
+        );
+        let stdout =
+            std::fs::read_to_string(dir.path().join(format!("rank{rank}.stdout"))).unwrap();
+        assert!(
+            stdout.contains(&format!("allreduce ok: rank {rank}")),
+            "{report}"
+        );
+    }
+    assert!(!report.contains("panicked"), "{report}");
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "the two ranks took {elapsed:?}:\n{report}"
+    );
 }
