@@ -13,6 +13,9 @@ use dipu_stream::{DeviceContext, Stream};
 
 use crate::Failure;
 
+#[path = "bench_comm.rs"]
+mod bench_comm;
+
 /// What `dipu bench` measures.
 #[derive(Debug, Subcommand)]
 pub(crate) enum BenchCommand {
@@ -26,12 +29,16 @@ pub(crate) enum BenchCommand {
               value_parser = clap::value_parser!(u32).range(5..))]
         iterations: u32,
     },
+    /// All-reduce (f32 sum) bus bandwidth of the host vendor's collectives,
+    /// the ranks being processes, beside single-thread memcpy bandwidth.
+    Comm(bench_comm::CommArgs),
 }
 
 /// Runs the benchmark `what` names.
 pub(crate) fn run(what: &BenchCommand) -> Result<(), Failure> {
     match *what {
         BenchCommand::Alloc { iterations } => alloc(iterations).map_err(Failure::from),
+        BenchCommand::Comm(ref args) => bench_comm::run(args).map_err(Failure::from),
     }
 }
 
