@@ -843,3 +843,109 @@ mod tests {
         assert!(reduce_op(5).is_err());
     }
 }
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+    use crate::memory::{dipu_free, dipu_malloc};
+    use crate::runtime::dipu_shutdown;
+    use crate::status::dipu_last_error_message;
+    use crate::status::dipu_status::*;
+    use crate::store::{dipu_store_destroy, dipu_store_hash_create};
+    use crate::stream::dipu_stream;
+    use crate::work::{dipu_work_destroy, dipu_work_wait, dipu_work_wait_host};
+    use std::ffi::CStr;
+    use std::ptr::null_mut;
+
+    fn last() -> String {
+        // SAFETY: the function returns a valid NUL-terminated string.
+        unsafe { CStr::from_ptr(dipu_last_error_message()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// One rank in this process (the only test of this binary that uses the
+    /// runtime): allocations and foreign pointers, a coalesced batch, and a
+    /// group outliving dipu_shutdown.
+    #[test]
+    fn a_group_of_one_rank() {
+        let (mut store, mut pg, mut w, mut w2, mut dev) =
+            (null_mut(), null_mut(), null_mut(), null_mut(), null_mut());
+        let s = dipu_stream {
+            device: 0,
+            id: 0,
+            raw: 0,
+        };
+        let sum = DIPU_REDUCE_SUM;
+        // SAFETY: valid out-pointers and buffers of dipu_malloc; the host
+        // Vec is rejected by the vendor before any use.
+        unsafe {
+            assert_eq!(dipu_store_hash_create(&mut store), DIPU_OK);
+            let status = dipu_process_group_create(store, 0, 1, 0, 10_000, 0, &mut pg);
+            assert_eq!(status, DIPU_OK, "{}", last());
+            assert_eq!(dipu_malloc(64, s, &mut dev), DIPU_OK);
+            let status = dipu_process_group_all_reduce(pg, dev, 16, DIPU_DTYPE_F32, sum, &mut w);
+            assert_eq!(status, DIPU_OK, "{}", last());
+            // The group protects the allocation: freeing it now is safe.
+            assert_eq!(dipu_free(dev), DIPU_OK);
+            assert_eq!(dipu_work_wait_host(w, 0), DIPU_OK, "{}", last());
+            assert_eq!(dipu_work_destroy(w), DIPU_OK);
+
+            // Host memory is not device memory of the host vendor: an error.
+            let mut host = [1.0f32; 16];
+            let ptr = host.as_mut_ptr().cast();
+            let status = dipu_process_group_all_reduce(pg, ptr, 16, DIPU_DTYPE_F32, sum, &mut w);
+            assert_eq!(status, DIPU_STATUS_INVALID_ARGUMENT);
+            assert!(last().contains("not device memory"), "{}", last());
+            let status =
+                dipu_process_group_all_reduce(pg, null_mut(), 1, DIPU_DTYPE_F32, sum, &mut w);
+            assert_eq!(status, DIPU_STATUS_INVALID_ARGUMENT);
+            assert!(last().contains("buf is NULL"), "{}", last());
+
+            // A coalesced batch: one work for both, usable once it ended.
+            assert_eq!(dipu_malloc(64, s, &mut dev), DIPU_OK);
+            assert_eq!(
+                dipu_process_group_start_coalescing(pg),
+                DIPU_OK,
+                "{}",
+                last()
+            );
+            assert_eq!(
+                dipu_process_group_start_coalescing(pg),
+                DIPU_STATUS_INVALID_ARGUMENT
+            );
+            let status = dipu_process_group_all_reduce(pg, dev, 8, DIPU_DTYPE_F32, sum, &mut w);
+            assert_eq!(status, DIPU_OK, "{}", last());
+            assert_eq!(dipu_work_wait(w), DIPU_STATUS_INVALID_ARGUMENT);
+            assert!(last().contains("end_coalescing"), "{}", last());
+            let second = dev.cast::<f32>().wrapping_add(8).cast();
+            let status = dipu_process_group_broadcast(pg, second, 8, DIPU_DTYPE_F32, 0, &mut w2);
+            assert_eq!(status, DIPU_OK, "{}", last());
+            assert_eq!(dipu_work_destroy(w2), DIPU_OK);
+            assert_eq!(
+                dipu_process_group_end_coalescing(pg, &mut w2),
+                DIPU_OK,
+                "{}",
+                last()
+            );
+            assert_eq!(dipu_work_wait_host(w2, 0), DIPU_OK, "{}", last());
+            assert_eq!(dipu_work_wait(w), DIPU_OK, "{}", last());
+            assert_eq!(dipu_work_destroy(w), DIPU_OK);
+            assert_eq!(dipu_work_destroy(w2), DIPU_OK);
+            assert_eq!(
+                dipu_process_group_end_coalescing(pg, &mut w2),
+                DIPU_STATUS_INVALID_ARGUMENT
+            );
+            assert_eq!(dipu_process_group_barrier(pg), DIPU_OK, "{}", last());
+            assert_eq!(dipu_free(dev), DIPU_OK);
+
+            // After dipu_shutdown the group belongs to a runtime gone by.
+            assert_eq!(dipu_shutdown(null_mut()), DIPU_OK);
+            assert_eq!(dipu_process_group_barrier(pg), DIPU_STATUS_INVALID_ARGUMENT);
+            assert!(last().contains("before dipu_shutdown"), "{}", last());
+            assert_eq!(dipu_process_group_destroy(pg), DIPU_OK);
+            assert_eq!(dipu_process_group_destroy(pg), DIPU_STATUS_INVALID_ARGUMENT);
+            assert_eq!(dipu_store_destroy(store), DIPU_OK);
+        }
+    }
+}
