@@ -584,7 +584,8 @@ pub unsafe extern "C" fn dipu_process_group_reduce_scatter_from(
 /// world_size element counts each. Stores the work in `*out`. As
 /// dipu_process_group_all_reduce otherwise.
 /// Errors: as dipu_process_group_all_reduce, plus
-/// DIPU_STATUS_INVALID_ARGUMENT for splits that do not add up. Thread-safe.
+/// DIPU_STATUS_INVALID_ARGUMENT for splits adding up to more than their
+/// buffer, or a count that does not split evenly without them. Thread-safe.
 ///
 /// # Safety
 /// `output_splits` and `input_splits` must be NULL or valid for reading
