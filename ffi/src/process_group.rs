@@ -856,7 +856,7 @@ mod group_tests {
     use crate::stream::dipu_stream;
     use crate::work::{dipu_work_destroy, dipu_work_wait, dipu_work_wait_host};
     use std::ffi::CStr;
-    use std::ptr::null_mut;
+    use std::ptr::{null, null_mut};
 
     fn last() -> String {
         // SAFETY: the function returns a valid NUL-terminated string.
@@ -938,6 +938,93 @@ mod group_tests {
                 DIPU_STATUS_INVALID_ARGUMENT
             );
             assert_eq!(dipu_process_group_barrier(pg), DIPU_OK, "{}", last());
+            assert_eq!(dipu_free(dev), DIPU_OK);
+
+            // Every other collective's arguments reach the group (one rank:
+            // each is a copy at most).
+            assert_eq!(dipu_malloc(64, s, &mut dev), DIPU_OK);
+            let half = dev.cast::<f32>().wrapping_add(8).cast::<c_void>();
+            let f32 = DIPU_DTYPE_F32;
+            let one = [half.cast_const()];
+            let outs = [half];
+            let counts = [8usize];
+            let splits = [8usize];
+            // Launches one collective (storing its work in `w`), waits, destroys.
+            macro_rules! run {
+                ($what:literal, $call:expr) => {{
+                    let status = $call;
+                    assert_eq!(status, DIPU_OK, "{}: {}", $what, last());
+                    assert_eq!(dipu_work_wait_host(w, 0), DIPU_OK, "{}: {}", $what, last());
+                    assert_eq!(dipu_work_destroy(w), DIPU_OK);
+                }};
+            }
+            run!(
+                "reduce",
+                dipu_process_group_reduce(pg, dev, 8, f32, 0, sum, &mut w)
+            );
+            run!(
+                "all_gather_into",
+                dipu_process_group_all_gather_into(pg, half, dev, 8, f32, &mut w)
+            );
+            run!(
+                "reduce_scatter",
+                dipu_process_group_reduce_scatter(
+                    pg,
+                    half,
+                    8,
+                    one.as_ptr(),
+                    counts.as_ptr(),
+                    1,
+                    f32,
+                    sum,
+                    &mut w
+                )
+            );
+            run!(
+                "reduce_scatter_from",
+                dipu_process_group_reduce_scatter_from(pg, half, 8, dev, f32, sum, &mut w)
+            );
+            run!(
+                "all_to_all",
+                dipu_process_group_all_to_all(pg, half, 8, dev, 8, f32, null(), null(), &mut w)
+            );
+            run!(
+                "all_to_all splits",
+                dipu_process_group_all_to_all(
+                    pg,
+                    half,
+                    8,
+                    dev,
+                    8,
+                    f32,
+                    splits.as_ptr(),
+                    splits.as_ptr(),
+                    &mut w
+                )
+            );
+            run!(
+                "gather",
+                dipu_process_group_gather(pg, outs.as_ptr(), null(), 1, dev, 8, f32, 0, &mut w)
+            );
+            run!(
+                "scatter",
+                dipu_process_group_scatter(pg, half, 8, one.as_ptr(), null(), 1, f32, 0, &mut w)
+            );
+            let status =
+                dipu_process_group_all_to_all(pg, half, 7, dev, 8, f32, null(), null(), &mut w);
+            assert_eq!(
+                status,
+                DIPU_OK,
+                "one rank: 7 elements split evenly: {}",
+                last()
+            );
+            assert_eq!(dipu_work_wait_host(w, 0), DIPU_OK);
+            assert_eq!(dipu_work_destroy(w), DIPU_OK);
+            let status = dipu_process_group_gather(pg, null(), null(), 1, dev, 8, f32, 0, &mut w);
+            assert_eq!(status, DIPU_STATUS_INVALID_ARGUMENT);
+            assert!(last().contains("outputs is NULL"), "{}", last());
+            let status = dipu_process_group_send(pg, dev, 8, f32, 0, 0, &mut w);
+            assert_eq!(status, DIPU_STATUS_INVALID_ARGUMENT);
             assert_eq!(dipu_free(dev), DIPU_OK);
 
             // After dipu_shutdown the group belongs to a runtime gone by.

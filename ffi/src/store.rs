@@ -606,6 +606,33 @@ mod tests {
     }
 
     #[test]
+    fn file_store_through_the_c_functions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::ffi::CString::new(dir.path().join("store").to_str().unwrap()).unwrap();
+        let (mut a, mut b) = (null_mut(), null_mut());
+        let mut buf = [0u8; 4];
+        let mut needed = 0;
+        // SAFETY: valid out-pointers, strings and buffers throughout.
+        unsafe {
+            assert_eq!(dipu_store_file_create(path.as_ptr(), 2, &mut a), DIPU_OK);
+            assert_eq!(dipu_store_file_create(path.as_ptr(), 2, &mut b), DIPU_OK);
+            assert_eq!(
+                dipu_store_set(a, c"k".as_ptr(), b"v".as_ptr().cast(), 1),
+                DIPU_OK
+            );
+            let status = dipu_store_get(b, c"k".as_ptr(), buf.as_mut_ptr().cast(), 4, &mut needed);
+            assert_eq!(status, DIPU_OK);
+            assert_eq!(&buf[..needed], b"v");
+            assert_eq!(dipu_store_destroy(a), DIPU_OK);
+            assert_eq!(dipu_store_destroy(b), DIPU_OK);
+        }
+        assert!(
+            !dir.path().join("store").exists(),
+            "the last of 2 workers removes the file"
+        );
+    }
+
+    #[test]
     fn bad_arguments_are_errors() {
         let mut s = null_mut();
         // SAFETY: NULLs and a made-up handle, which the functions check.
