@@ -163,6 +163,12 @@ impl Work {
     /// A timeout fails the operation (and, as the watchdog would, aborts
     /// the group's communicators): `ErrorKind::Timeout` naming the op.
     pub fn wait_host(&self, timeout: Duration) -> Result<()> {
+        if self.state.events.lock().is_none() && !self.state.outcome.is_settled() {
+            return Err(Error::invalid_argument(format!(
+                "{}: the coalesced batch has not ended yet (call end_coalescing first)",
+                self.state.what
+            )));
+        }
         let start = Instant::now();
         let mut pause = Duration::from_micros(20);
         loop {
