@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # The main job on the embedded host vendor: build dipu, describe the
-# vendor and its devices, and run the conformance suite against it, built
-# in and loaded as a plugin.
+# vendor and its devices, run the conformance suite against it (built in
+# and loaded as a plugin), then two ranks as processes all-reducing through
+# the DICL process group (docs/distributed.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh >/dev/null
 cargo build --release --locked -p dipu-cli -p dipu-vendor-host
+cargo build --release --locked -p dipu-comm --example allreduce
 ./target/release/dipu info
 ./target/release/dipu selftest
 ./target/release/dipu selftest --vendor ./target/release/libdipu_vendor_host.so
+
+echo
+echo "two ranks, one process each, all-reduce 4 MiB on the host vendor:"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2
+RANK=0 ./target/release/examples/allreduce &
+rank0=$!
+RANK=1 ./target/release/examples/allreduce
+wait "$rank0"

@@ -1,11 +1,13 @@
 //! `dipu`: inspect a device vendor, run the conformance suite against it,
-//! replay allocation traces and benchmark the device allocators.
+//! replay allocation traces and benchmark the device allocators and the
+//! collectives.
 //!
 //! ```text
 //! dipu info     [--vendor NAME|PATH]
 //! dipu selftest [--vendor NAME|PATH] [--filter SUBSTR]
 //! dipu replay   TRACE [--algo TORCH|BF|BS|RAW] [--conf DIPU_ALLOC_CONF] [--streams N] [--all]
 //! dipu bench alloc [--iterations N]
+//! dipu bench comm  [--ranks N] [--sizes MIB,...] [--iterations N]
 //! ```
 //!
 //! `info` and `selftest` use the vendor `--vendor`, else `DIPU_VENDOR`,
