@@ -10,10 +10,12 @@
 //! the operation, the rank and how long it ran. After that the group only
 //! returns that error.
 
+mod args;
 mod buffer;
 mod collectives;
 mod comms;
 mod emulate;
+mod launch;
 mod options;
 mod outcome;
 mod watchdog;
