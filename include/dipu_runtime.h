@@ -79,6 +79,14 @@ typedef struct dipu_store dipu_store;
 // or wait for the operation.
 typedef struct dipu_work dipu_work;
 
+// An element type of a collective's buffers: one of the `DIPU_DTYPE_*`
+// values (the codes of the vendor ABI's DipuDataType).
+typedef int32_t dipu_dtype;
+
+// A reduction operator: one of the `DIPU_REDUCE_*` values (the codes of
+// the vendor ABI's DipuReduceOp).
+typedef int32_t dipu_reduce_op;
+
 // A copy direction: one of the `DIPU_COPY_*` values.
 typedef int32_t dipu_copy_kind;
 
@@ -161,14 +169,6 @@ typedef struct {
   // Vendor frees.
   uint64_t num_device_free;
 } dipu_memory_stats;
-
-// An element type of a collective's buffers: one of the `DIPU_DTYPE_*`
-// values (the codes of the vendor ABI's DipuDataType).
-typedef int32_t dipu_dtype;
-
-// A reduction operator: one of the `DIPU_REDUCE_*` values (the codes of
-// the vendor ABI's DipuReduceOp).
-typedef int32_t dipu_reduce_op;
 
 // How `dipu_init` builds the runtime. Every NULL field is read from its
 // environment variable (`DIPU_VENDOR`, `DIPU_DEVICE_MEMCACHING_ALGORITHM`,
@@ -269,6 +269,257 @@ typedef struct {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Reduces the `count` elements of `dtype` at `buf` in place across all
+// ranks with `op`, and stores the operation's work in `*out` (destroy it
+// with dipu_work_destroy).
+//
+// Like every collective: the operation runs on the group's communication
+// stream after the work queued so far on the calling thread's current
+// stream of the group's device; wait for it with dipu_work_wait or
+// dipu_work_wait_host. Every rank must call the same collectives in the
+// same order. Buffers are device pointers: one inside a live dipu_malloc
+// allocation (on the group's device, the range within it) is protected
+// with record_stream, so dipu_free right after the call is safe; any other
+// pointer is taken as raw device memory that the caller keeps valid until
+// the operation completes. A NULL buffer is allowed only for 0 elements.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group, dtype or op,
+// a NULL `out`, a buffer of another device or past its allocation's end,
+// or a group made before dipu_shutdown; the error the group was aborted
+// with, once it was. Thread-safe.
+//
+// # Safety
+// `buf` must be device memory valid for `count` elements as described;
+// `out` NULL or valid for writing a pointer.
+dipu_status dipu_process_group_all_reduce(dipu_process_group *group,
+                                          void *buf,
+                                          size_t count,
+                                          dipu_dtype dtype,
+                                          dipu_reduce_op op,
+                                          dipu_work **out);
+
+// Copies `root`'s `count` elements at `buf` into every rank's `buf`; stores
+// the work in `*out`. As dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce, plus DIPU_STATUS_INVALID_ARGUMENT
+// for a root outside 0..world_size. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_broadcast(dipu_process_group *group,
+                                         void *buf,
+                                         size_t count,
+                                         dipu_dtype dtype,
+                                         int32_t root,
+                                         dipu_work **out);
+
+// Reduces the ranks' `buf` with `op` into `root`'s `buf` (the others'
+// are left as they were); stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_broadcast. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_reduce(dipu_process_group *group,
+                                      void *buf,
+                                      size_t count,
+                                      dipu_dtype dtype,
+                                      int32_t root,
+                                      dipu_reduce_op op,
+                                      dipu_work **out);
+
+// Gathers every rank's `input` (`input_count` elements) into
+// `outputs[r]` (`output_counts[r]` elements: rank r's input count; NULL
+// `output_counts`: all `input_count`) on every rank; `noutputs` must be the
+// world size. Stores the work in `*out`. As dipu_process_group_all_reduce
+// otherwise.
+// Errors: as dipu_process_group_all_reduce, plus
+// DIPU_STATUS_INVALID_ARGUMENT when `noutputs` is not the world size or
+// this rank's output count differs from `input_count`. Thread-safe.
+//
+// # Safety
+// `outputs` (and `output_counts` unless NULL) must be valid for reading
+// `noutputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_all_gather(dipu_process_group *group,
+                                          void *const *outputs,
+                                          const size_t *output_counts,
+                                          size_t noutputs,
+                                          const void *input,
+                                          size_t input_count,
+                                          dipu_dtype dtype,
+                                          dipu_work **out);
+
+// Gathers every rank's `input` (`input_count` elements) into the flat
+// `output` of world_size * `input_count` elements, rank after rank
+// (all_gather_into_tensor); stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_all_gather_into(dipu_process_group *group,
+                                               void *output,
+                                               const void *input,
+                                               size_t input_count,
+                                               dipu_dtype dtype,
+                                               dipu_work **out);
+
+// Reduces `inputs[r]` (`input_counts[r]` elements: rank r's output count;
+// NULL `input_counts`: all `output_count`) across ranks with `op` into rank
+// r's `output` (`output_count` elements); `ninputs` must be the world size.
+// Stores the work in `*out`. As dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_gather. Thread-safe.
+//
+// # Safety
+// `inputs` (and `input_counts` unless NULL) must be valid for reading
+// `ninputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_reduce_scatter(dipu_process_group *group,
+                                              void *output,
+                                              size_t output_count,
+                                              const void *const *inputs,
+                                              const size_t *input_counts,
+                                              size_t ninputs,
+                                              dipu_dtype dtype,
+                                              dipu_reduce_op op,
+                                              dipu_work **out);
+
+// Reduces the flat `input` (world_size blocks of `output_count` elements)
+// across ranks with `op`; rank r gets block r in `output`
+// (reduce_scatter_tensor). Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_reduce_scatter_from(dipu_process_group *group,
+                                                   void *output,
+                                                   size_t output_count,
+                                                   const void *input,
+                                                   dipu_dtype dtype,
+                                                   dipu_reduce_op op,
+                                                   dipu_work **out);
+
+// Sends block r of `input` (`input_count` elements) to rank r and receives
+// rank r's block for this rank into block r of `output` (`output_count`
+// elements). With NULL splits the blocks are equal (count / world_size,
+// which must divide); else `output_splits` and `input_splits` are
+// world_size element counts each. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_reduce, plus
+// DIPU_STATUS_INVALID_ARGUMENT for splits adding up to more than their
+// buffer, or a count that does not split evenly without them. Thread-safe.
+//
+// # Safety
+// `output_splits` and `input_splits` must be NULL or valid for reading
+// world_size elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_all_to_all(dipu_process_group *group,
+                                          void *output,
+                                          size_t output_count,
+                                          const void *input,
+                                          size_t input_count,
+                                          dipu_dtype dtype,
+                                          const size_t *output_splits,
+                                          const size_t *input_splits,
+                                          dipu_work **out);
+
+// Gathers every rank's `input` (`input_count` elements) into `outputs` on
+// `root`: there `noutputs` is the world size and `outputs[r]` has
+// `output_counts[r]` elements (NULL: all `input_count`); elsewhere
+// `noutputs` is 0. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_all_gather, plus a bad root. Thread-safe.
+//
+// # Safety
+// `outputs` (and `output_counts` unless NULL) must be valid for reading
+// `noutputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_gather(dipu_process_group *group,
+                                      void *const *outputs,
+                                      const size_t *output_counts,
+                                      size_t noutputs,
+                                      const void *input,
+                                      size_t input_count,
+                                      dipu_dtype dtype,
+                                      int32_t root,
+                                      dipu_work **out);
+
+// Sends `inputs[r]` from `root` into rank r's `output` (`output_count`
+// elements): on the root `ninputs` is the world size and `inputs[r]` has
+// `input_counts[r]` elements (NULL: all `output_count`); elsewhere
+// `ninputs` is 0. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_gather. Thread-safe.
+//
+// # Safety
+// `inputs` (and `input_counts` unless NULL) must be valid for reading
+// `ninputs` elements; buffers as in dipu_process_group_all_reduce.
+dipu_status dipu_process_group_scatter(dipu_process_group *group,
+                                       void *output,
+                                       size_t output_count,
+                                       const void *const *inputs,
+                                       const size_t *input_counts,
+                                       size_t ninputs,
+                                       dipu_dtype dtype,
+                                       int32_t root,
+                                       dipu_work **out);
+
+// Sends the `count` elements at `buf` to rank `dst`, which must post a
+// matching dipu_process_group_recv (matched by order, as in NCCL; `tag` is
+// kept for c10d's signature). Outside a coalesced batch only the two ranks
+// take part. Stores the work in `*out`. As dipu_process_group_all_reduce
+// otherwise.
+// Errors: as dipu_process_group_all_reduce, plus
+// DIPU_STATUS_INVALID_ARGUMENT for a peer outside 0..world_size or this
+// rank. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_send(dipu_process_group *group,
+                                    const void *buf,
+                                    size_t count,
+                                    dipu_dtype dtype,
+                                    int32_t dst,
+                                    int32_t tag,
+                                    dipu_work **out);
+
+// Receives into the `count` elements at `buf` what rank `src` sends with
+// dipu_process_group_send. Stores the work in `*out`. As
+// dipu_process_group_all_reduce otherwise.
+// Errors: as dipu_process_group_send. Thread-safe.
+//
+// # Safety
+// As dipu_process_group_all_reduce.
+dipu_status dipu_process_group_recv(dipu_process_group *group,
+                                    void *buf,
+                                    size_t count,
+                                    dipu_dtype dtype,
+                                    int32_t src,
+                                    int32_t tag,
+                                    dipu_work **out);
+
+// Waits on the host until every rank has reached the barrier (a one-element
+// all-reduce, as c10d does), up to the group's timeout.
+// Errors: DIPU_STATUS_TIMEOUT (and the group is aborted),
+// DIPU_STATUS_INVALID_ARGUMENT for an unknown group or one made before
+// dipu_shutdown, the error the group was aborted with. Thread-safe.
+dipu_status dipu_process_group_barrier(dipu_process_group *group);
+
+// Starts a coalesced batch: the collectives this thread issues on `group`
+// until dipu_process_group_end_coalescing are launched together and
+// complete as one operation (each returns a work for the whole batch,
+// usable once the batch has ended).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a batch
+// already open; the error the group was aborted with. Thread-safe (the
+// batch belongs to the calling thread; other threads' collectives on the
+// group fail while it is open).
+dipu_status dipu_process_group_start_coalescing(dipu_process_group *group);
+
+// Ends the batch dipu_process_group_start_coalescing began, launching its
+// collectives, and stores the batch's work in `*out`.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group, no open batch
+// or a NULL `out`; the vendor's status. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_process_group_end_coalescing(dipu_process_group *group, dipu_work **out);
 
 // Copies `bytes` bytes from `src` to `dst` in direction `kind` (a
 // DIPU_COPY_* value) and returns when done. Device sides must lie inside
@@ -633,257 +884,6 @@ dipu_status dipu_process_group_world_size(dipu_process_group *group, int32_t *ou
 // # Safety
 // `out` must be NULL or valid for writing an int.
 dipu_status dipu_process_group_device(dipu_process_group *group, int32_t *out);
-
-// Reduces the `count` elements of `dtype` at `buf` in place across all
-// ranks with `op`, and stores the operation's work in `*out` (destroy it
-// with dipu_work_destroy).
-//
-// Like every collective: the operation runs on the group's communication
-// stream after the work queued so far on the calling thread's current
-// stream of the group's device; wait for it with dipu_work_wait or
-// dipu_work_wait_host. Every rank must call the same collectives in the
-// same order. Buffers are device pointers: one inside a live dipu_malloc
-// allocation (on the group's device, the range within it) is protected
-// with record_stream, so dipu_free right after the call is safe; any other
-// pointer is taken as raw device memory that the caller keeps valid until
-// the operation completes. A NULL buffer is allowed only for 0 elements.
-// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group, dtype or op,
-// a NULL `out`, a buffer of another device or past its allocation's end,
-// or a group made before dipu_shutdown; the error the group was aborted
-// with, once it was. Thread-safe.
-//
-// # Safety
-// `buf` must be device memory valid for `count` elements as described;
-// `out` NULL or valid for writing a pointer.
-dipu_status dipu_process_group_all_reduce(dipu_process_group *group,
-                                          void *buf,
-                                          size_t count,
-                                          dipu_dtype dtype,
-                                          dipu_reduce_op op,
-                                          dipu_work **out);
-
-// Copies `root`'s `count` elements at `buf` into every rank's `buf`; stores
-// the work in `*out`. As dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_all_reduce, plus DIPU_STATUS_INVALID_ARGUMENT
-// for a root outside 0..world_size. Thread-safe.
-//
-// # Safety
-// As dipu_process_group_all_reduce.
-dipu_status dipu_process_group_broadcast(dipu_process_group *group,
-                                         void *buf,
-                                         size_t count,
-                                         dipu_dtype dtype,
-                                         int32_t root,
-                                         dipu_work **out);
-
-// Reduces the ranks' `buf` with `op` into `root`'s `buf` (the others'
-// are left as they were); stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_broadcast. Thread-safe.
-//
-// # Safety
-// As dipu_process_group_all_reduce.
-dipu_status dipu_process_group_reduce(dipu_process_group *group,
-                                      void *buf,
-                                      size_t count,
-                                      dipu_dtype dtype,
-                                      int32_t root,
-                                      dipu_reduce_op op,
-                                      dipu_work **out);
-
-// Gathers every rank's `input` (`input_count` elements) into
-// `outputs[r]` (`output_counts[r]` elements: rank r's input count; NULL
-// `output_counts`: all `input_count`) on every rank; `noutputs` must be the
-// world size. Stores the work in `*out`. As dipu_process_group_all_reduce
-// otherwise.
-// Errors: as dipu_process_group_all_reduce, plus
-// DIPU_STATUS_INVALID_ARGUMENT when `noutputs` is not the world size or
-// this rank's output count differs from `input_count`. Thread-safe.
-//
-// # Safety
-// `outputs` (and `output_counts` unless NULL) must be valid for reading
-// `noutputs` elements; buffers as in dipu_process_group_all_reduce.
-dipu_status dipu_process_group_all_gather(dipu_process_group *group,
-                                          void *const *outputs,
-                                          const size_t *output_counts,
-                                          size_t noutputs,
-                                          const void *input,
-                                          size_t input_count,
-                                          dipu_dtype dtype,
-                                          dipu_work **out);
-
-// Gathers every rank's `input` (`input_count` elements) into the flat
-// `output` of world_size * `input_count` elements, rank after rank
-// (all_gather_into_tensor); stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_all_reduce. Thread-safe.
-//
-// # Safety
-// As dipu_process_group_all_reduce.
-dipu_status dipu_process_group_all_gather_into(dipu_process_group *group,
-                                               void *output,
-                                               const void *input,
-                                               size_t input_count,
-                                               dipu_dtype dtype,
-                                               dipu_work **out);
-
-// Reduces `inputs[r]` (`input_counts[r]` elements: rank r's output count;
-// NULL `input_counts`: all `output_count`) across ranks with `op` into rank
-// r's `output` (`output_count` elements); `ninputs` must be the world size.
-// Stores the work in `*out`. As dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_all_gather. Thread-safe.
-//
-// # Safety
-// `inputs` (and `input_counts` unless NULL) must be valid for reading
-// `ninputs` elements; buffers as in dipu_process_group_all_reduce.
-dipu_status dipu_process_group_reduce_scatter(dipu_process_group *group,
-                                              void *output,
-                                              size_t output_count,
-                                              const void *const *inputs,
-                                              const size_t *input_counts,
-                                              size_t ninputs,
-                                              dipu_dtype dtype,
-                                              dipu_reduce_op op,
-                                              dipu_work **out);
-
-// Reduces the flat `input` (world_size blocks of `output_count` elements)
-// across ranks with `op`; rank r gets block r in `output`
-// (reduce_scatter_tensor). Stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_all_reduce. Thread-safe.
-//
-// # Safety
-// As dipu_process_group_all_reduce.
-dipu_status dipu_process_group_reduce_scatter_from(dipu_process_group *group,
-                                                   void *output,
-                                                   size_t output_count,
-                                                   const void *input,
-                                                   dipu_dtype dtype,
-                                                   dipu_reduce_op op,
-                                                   dipu_work **out);
-
-// Sends block r of `input` (`input_count` elements) to rank r and receives
-// rank r's block for this rank into block r of `output` (`output_count`
-// elements). With NULL splits the blocks are equal (count / world_size,
-// which must divide); else `output_splits` and `input_splits` are
-// world_size element counts each. Stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_all_reduce, plus
-// DIPU_STATUS_INVALID_ARGUMENT for splits adding up to more than their
-// buffer, or a count that does not split evenly without them. Thread-safe.
-//
-// # Safety
-// `output_splits` and `input_splits` must be NULL or valid for reading
-// world_size elements; buffers as in dipu_process_group_all_reduce.
-dipu_status dipu_process_group_all_to_all(dipu_process_group *group,
-                                          void *output,
-                                          size_t output_count,
-                                          const void *input,
-                                          size_t input_count,
-                                          dipu_dtype dtype,
-                                          const size_t *output_splits,
-                                          const size_t *input_splits,
-                                          dipu_work **out);
-
-// Gathers every rank's `input` (`input_count` elements) into `outputs` on
-// `root`: there `noutputs` is the world size and `outputs[r]` has
-// `output_counts[r]` elements (NULL: all `input_count`); elsewhere
-// `noutputs` is 0. Stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_all_gather, plus a bad root. Thread-safe.
-//
-// # Safety
-// `outputs` (and `output_counts` unless NULL) must be valid for reading
-// `noutputs` elements; buffers as in dipu_process_group_all_reduce.
-dipu_status dipu_process_group_gather(dipu_process_group *group,
-                                      void *const *outputs,
-                                      const size_t *output_counts,
-                                      size_t noutputs,
-                                      const void *input,
-                                      size_t input_count,
-                                      dipu_dtype dtype,
-                                      int32_t root,
-                                      dipu_work **out);
-
-// Sends `inputs[r]` from `root` into rank r's `output` (`output_count`
-// elements): on the root `ninputs` is the world size and `inputs[r]` has
-// `input_counts[r]` elements (NULL: all `output_count`); elsewhere
-// `ninputs` is 0. Stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_gather. Thread-safe.
-//
-// # Safety
-// `inputs` (and `input_counts` unless NULL) must be valid for reading
-// `ninputs` elements; buffers as in dipu_process_group_all_reduce.
-dipu_status dipu_process_group_scatter(dipu_process_group *group,
-                                       void *output,
-                                       size_t output_count,
-                                       const void *const *inputs,
-                                       const size_t *input_counts,
-                                       size_t ninputs,
-                                       dipu_dtype dtype,
-                                       int32_t root,
-                                       dipu_work **out);
-
-// Sends the `count` elements at `buf` to rank `dst`, which must post a
-// matching dipu_process_group_recv (matched by order, as in NCCL; `tag` is
-// kept for c10d's signature). Outside a coalesced batch only the two ranks
-// take part. Stores the work in `*out`. As dipu_process_group_all_reduce
-// otherwise.
-// Errors: as dipu_process_group_all_reduce, plus
-// DIPU_STATUS_INVALID_ARGUMENT for a peer outside 0..world_size or this
-// rank. Thread-safe.
-//
-// # Safety
-// As dipu_process_group_all_reduce.
-dipu_status dipu_process_group_send(dipu_process_group *group,
-                                    const void *buf,
-                                    size_t count,
-                                    dipu_dtype dtype,
-                                    int32_t dst,
-                                    int32_t tag,
-                                    dipu_work **out);
-
-// Receives into the `count` elements at `buf` what rank `src` sends with
-// dipu_process_group_send. Stores the work in `*out`. As
-// dipu_process_group_all_reduce otherwise.
-// Errors: as dipu_process_group_send. Thread-safe.
-//
-// # Safety
-// As dipu_process_group_all_reduce.
-dipu_status dipu_process_group_recv(dipu_process_group *group,
-                                    void *buf,
-                                    size_t count,
-                                    dipu_dtype dtype,
-                                    int32_t src,
-                                    int32_t tag,
-                                    dipu_work **out);
-
-// Waits on the host until every rank has reached the barrier (a one-element
-// all-reduce, as c10d does), up to the group's timeout.
-// Errors: DIPU_STATUS_TIMEOUT (and the group is aborted),
-// DIPU_STATUS_INVALID_ARGUMENT for an unknown group or one made before
-// dipu_shutdown, the error the group was aborted with. Thread-safe.
-dipu_status dipu_process_group_barrier(dipu_process_group *group);
-
-// Starts a coalesced batch: the collectives this thread issues on `group`
-// until dipu_process_group_end_coalescing are launched together and
-// complete as one operation (each returns a work for the whole batch,
-// usable once the batch has ended).
-// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a batch
-// already open; the error the group was aborted with. Thread-safe (the
-// batch belongs to the calling thread; other threads' collectives on the
-// group fail while it is open).
-dipu_status dipu_process_group_start_coalescing(dipu_process_group *group);
-
-// Ends the batch dipu_process_group_start_coalescing began, launching its
-// collectives, and stores the batch's work in `*out`.
-// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group, no open batch
-// or a NULL `out`; the vendor's status. Thread-safe.
-//
-// # Safety
-// `out` must be NULL or valid for writing a pointer.
-dipu_status dipu_process_group_end_coalescing(dipu_process_group *group, dipu_work **out);
 
 // The version of this library (e.g. "0.1.0"; equal to DIPU_RUNTIME_VERSION
 // of the header it was built with),

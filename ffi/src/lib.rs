@@ -17,6 +17,7 @@
     reason = "the C types keep their C names (dipu_status, dipu_stream, ...)"
 )]
 
+mod collectives;
 mod copy;
 mod device;
 mod event;
@@ -32,6 +33,7 @@ mod stream;
 mod types;
 mod work;
 
+pub use collectives::*;
 pub use copy::*;
 pub use device::*;
 pub use event::*;
