@@ -196,6 +196,7 @@ fn child_rank() {
             pg.end_coalescing().unwrap().wait_host(wait).unwrap();
             assert_eq!(read_f32(&dr), vec![f64::from(from); 1000], "ring exchange");
             common::all_reduce_every_type_and_op(&pg, 257);
+            flat_and_rooted_collectives(&pg);
             pg.barrier().unwrap();
             println!("collectives ok");
         }
@@ -235,4 +236,76 @@ fn child_rank() {
         }
         other => panic!("unknown scenario {other}"),
     }
+}
+
+/// all_gather_into, reduce_scatter_from, gather and scatter on a process
+/// rank, checked against values every rank can compute.
+fn flat_and_rooted_collectives(pg: &ProcessGroup) {
+    use common::{download, upload, value, zeros};
+    let (rank, world) = (pg.rank(), pg.world_size());
+    let n = world as usize;
+    let wait = Duration::from_secs(60);
+
+    let mine: Vec<f64> = (0..9).map(|i| value(rank, i)).collect();
+    let (_di, input) = upload(pg, DataType::I32, &mine);
+    let (dout, output) = zeros(pg, DataType::I32, 9 * n);
+    pg.all_gather_into(&output, &input)
+        .unwrap()
+        .wait_host(wait)
+        .unwrap();
+    let want: Vec<f64> = (0..world)
+        .flat_map(|r| (0..9).map(move |i| value(r, i)))
+        .collect();
+    assert_eq!(download(&dout, &output), want, "all_gather_into");
+
+    let flat: Vec<f64> = (0..4 * n).map(|i| value(rank, i)).collect();
+    let (_di, input) = upload(pg, DataType::F64, &flat);
+    let (dout, output) = zeros(pg, DataType::F64, 4);
+    pg.reduce_scatter_from(&output, &input, ReduceOp::Sum)
+        .unwrap()
+        .wait_host(wait)
+        .unwrap();
+    let want: Vec<f64> = (0..4)
+        .map(|i| common::reference(ReduceOp::Sum, DataType::F64, world, rank as usize * 4 + i))
+        .collect();
+    assert_eq!(download(&dout, &output), want, "reduce_scatter_from");
+
+    let root = world - 1;
+    let (_di, input) = upload(pg, DataType::U8, &[f64::from(rank + 1); 5]);
+    let outs: Vec<_> = if rank == root {
+        (0..n).map(|_| zeros(pg, DataType::U8, 5)).collect()
+    } else {
+        vec![]
+    };
+    let bufs: Vec<Buffer> = outs.iter().map(|(_, b)| *b).collect();
+    pg.gather(&bufs, &input, root)
+        .unwrap()
+        .wait_host(wait)
+        .unwrap();
+    for (r, (dev, buf)) in outs.iter().enumerate() {
+        assert_eq!(
+            download(dev, buf),
+            vec![r as f64 + 1.0; 5],
+            "gather block {r}"
+        );
+    }
+
+    let ins: Vec<_> = if rank == root {
+        (0..world)
+            .map(|r| upload(pg, DataType::I16, &[f64::from(10 * r); 3]))
+            .collect()
+    } else {
+        vec![]
+    };
+    let bufs: Vec<Buffer> = ins.iter().map(|(_, b)| *b).collect();
+    let (dout, output) = zeros(pg, DataType::I16, 3);
+    pg.scatter(&output, &bufs, root)
+        .unwrap()
+        .wait_host(wait)
+        .unwrap();
+    assert_eq!(
+        download(&dout, &output),
+        vec![f64::from(10 * rank); 3],
+        "scatter"
+    );
 }
