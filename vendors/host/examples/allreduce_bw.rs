@@ -2,13 +2,17 @@
 //! the machine's single-thread memcpy bandwidth.
 //!
 //! ```sh
-//! cargo run --release -p dipu-vendor-host --example allreduce_bw [-- RANKS]
+//! cargo run --release -p dipu-vendor-host --example allreduce_bw [-- RANKS [MIB,...]]
 //! ```
 //!
-//! Prints, for 1, 16 and 64 MiB of f32 (sum, out of place): the time per
-//! all-reduce (the best of 5 batches, each batch's time being its slowest
-//! rank's), the algorithm bandwidth (bytes / time) and NCCL's bus bandwidth
-//! (algbw x 2(n-1)/n, equal to algbw for 2 ranks).
+//! Prints, for each size (default 1, 16 and 64 MiB) of f32 (sum, out of
+//! place): the time per all-reduce (the best of 5 batches, each batch's
+//! time being its slowest rank's), the algorithm bandwidth (bytes / time)
+//! and NCCL's bus bandwidth (algbw x 2(n-1)/n, equal to algbw for 2 ranks).
+//!
+//! Thread ranks read each other's buffers directly; with
+//! `DIPU_HOST_COMM_DIRECT=0` every byte is staged through shared memory
+//! instead (the form ranks in separate processes use by default).
 
 use std::ffi::c_void;
 use std::sync::Barrier;
@@ -23,15 +27,22 @@ fn main() {
     let ranks: usize = std::env::args()
         .nth(1)
         .map_or(2, |a| a.parse().expect("RANKS: a number of ranks"));
+    let sizes: Vec<f64> = std::env::args().nth(2).map_or(vec![1.0, 16.0, 64.0], |a| {
+        a.split(',')
+            .map(|m| m.parse().expect("MIB,...: sizes in MiB"))
+            .collect()
+    });
     println!(
         "memcpy, 1 thread, 64 MiB: {:.2} GB/s",
         memcpy_gbps(64 * MIB)
     );
-    for mib in [1, 16, 64] {
-        let (per_op, algbw) = all_reduce(ranks, mib * MIB);
+    for mib in sizes {
+        // Whole f32 elements.
+        let bytes = ((mib * MIB as f64) as usize).max(8) / 4 * 4;
+        let (per_op, algbw) = all_reduce(ranks, bytes);
         let busbw = algbw * 2.0 * (ranks as f64 - 1.0) / ranks as f64;
         println!(
-            "all_reduce f32 sum, {ranks} ranks (threads), {mib:>2} MiB: {:>8.3} ms  \
+            "all_reduce f32 sum, {ranks} ranks (threads), {mib:>6} MiB: {:>8.3} ms  \
              algbw {algbw:.2} GB/s  busbw {busbw:.2} GB/s",
             per_op.as_secs_f64() * 1e3
         );

@@ -8,6 +8,9 @@
 //! `g` consumed. A rank may post up to `DEPTH` steps ahead of what it has
 //! consumed. Large operations span many steps; every rank computes the
 //! same number.
+//!
+//! Where every rank can read every peer's memory, large operations run
+//! in a single-copy form instead (`direct.rs`) over the same steps.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use dipu_deviceapi::{DataType, Error, Result};
 
 use super::buffers::{check, copy_in, copy_out, reduce_out};
 use super::desc::{Desc, Kind, Reduction};
+use super::direct::{self, Direct};
 use super::engine::{Progress, Task};
 use super::layout::{DEPTH, MAX_WORLD};
 use super::reduce::{kernel, Kernel};
@@ -56,6 +60,18 @@ pub(crate) struct Collective {
     steps: u64,
     posted: u64,
     consumed: u64,
+    mode: Mode,
+}
+
+/// How an operation runs; decided at its first poll (every rank decides
+/// alike, see [`CommState::direct`]).
+enum Mode {
+    /// Not known yet.
+    Undecided,
+    /// Through the segment's slots.
+    Staged,
+    /// Reading the peers' buffers directly.
+    Direct(Box<Direct>),
 }
 
 impl Collective {
@@ -123,7 +139,31 @@ impl Collective {
             steps,
             posted: 0,
             consumed: 0,
+            mode: Mode::Undecided,
         }))
+    }
+
+    /// Settles how the operation runs; `false` while the communicator's
+    /// verdict is not known yet (and the operation wants it).
+    fn decide(&mut self) -> bool {
+        // Asked by every operation, so every rank publishes its verdict.
+        let verdict = self.comm.direct();
+        if !direct::eligible(&self.spec, self.comm.world, self.steps) {
+            self.mode = Mode::Staged;
+            return true;
+        }
+        self.mode = match verdict {
+            None => return false,
+            Some(false) => Mode::Staged,
+            Some(true) => Mode::Direct(Box::new(Direct::new(
+                &self.comm,
+                (self.spec, self.desc),
+                self.kernel,
+                self.streaming,
+                (self.first, self.steps),
+            ))),
+        };
+        true
     }
 
     /// `e` with the rank and the operation in front.
@@ -205,34 +245,11 @@ impl Collective {
         if !(0..self.comm.world).all(|p| seg.coll(p).posted.0.load(Ordering::Acquire) >= g) {
             return Ok(false);
         }
-        self.check_signatures(g)?;
+        check_signatures(&self.comm, &self.desc, g)?;
         self.read(self.consumed, g).map_err(|e| self.context(e))?;
         me.consumed.0.store(g, Ordering::Release);
         self.consumed += 1;
         Ok(true)
-    }
-
-    /// Fails if a rank posted step `g` for another operation.
-    fn check_signatures(&self, g: u64) -> Result<()> {
-        let mine = self.desc.encode();
-        let seg = self.comm.seg();
-        for p in 0..self.comm.world {
-            let sig = &seg.coll(p).sigs.0[(g % DEPTH as u64) as usize];
-            let theirs = [
-                sig[0].load(Ordering::Relaxed),
-                sig[1].load(Ordering::Relaxed),
-            ];
-            if theirs != mine {
-                return Err(Error::invalid_argument(format!(
-                    "collective mismatch: rank {p} is in {} while rank {} is in {} \
-                     (every rank must issue the same collectives in the same order)",
-                    Desc::describe(theirs),
-                    self.comm.rank,
-                    self.desc
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// Reads step `i` (number `g`) of every rank's slot into the output.
@@ -283,10 +300,39 @@ impl Collective {
     }
 }
 
+/// Fails if a rank posted step `g` for another operation than `desc`.
+pub(crate) fn check_signatures(comm: &CommState, desc: &Desc, g: u64) -> Result<()> {
+    let mine = desc.encode();
+    let seg = comm.seg();
+    for p in 0..comm.world {
+        let sig = &seg.coll(p).sigs.0[(g % DEPTH as u64) as usize];
+        let theirs = [
+            sig[0].load(Ordering::Relaxed),
+            sig[1].load(Ordering::Relaxed),
+        ];
+        if theirs != mine {
+            return Err(Error::invalid_argument(format!(
+                "collective mismatch: rank {p} is in {} while rank {} is in {} \
+                 (every rank must issue the same collectives in the same order)",
+                Desc::describe(theirs),
+                comm.rank,
+                desc
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Task for Collective {
     fn poll(&mut self) -> Result<Progress> {
         if !self.comm.ready() {
             return Ok(Progress::Blocked);
+        }
+        if matches!(self.mode, Mode::Undecided) && !self.decide() {
+            return Ok(Progress::Blocked);
+        }
+        if let Mode::Direct(op) = &mut self.mode {
+            return op.poll();
         }
         let posted = self.try_post()?;
         let consumed = self.try_consume()?;

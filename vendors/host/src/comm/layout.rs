@@ -1,7 +1,8 @@
 //! What lies where in a communicator's shared-memory segment.
 //!
 //! ```text
-//! Header                      world size, joined ranks, pids, abort word
+//! Header                      world size, joined ranks, pids, abort word,
+//!                             probe addresses and direct-read verdicts
 //! Counters x world            collective step counters of each rank
 //! Counters x world^2          point-to-point counters of each channel src -> dst
 //! slots x world x DEPTH       collective staging slots of each rank (chunk bytes each)
@@ -11,7 +12,7 @@
 //! Every rank computes the same layout from the world size alone; the
 //! header's layout word makes builds with other constants refuse to join.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8};
 
 /// The most ranks a host-vendor communicator can have.
 pub const MAX_WORLD: usize = 64;
@@ -32,7 +33,7 @@ const PAGE: usize = 4096;
 /// Format and constants of the segment; a rank built differently refuses
 /// to join instead of misreading the memory.
 pub(crate) const LAYOUT_WORD: u64 = (0xD1B0 << 48)
-    | (1 << 32)
+    | (2 << 32)
     | ((DEPTH as u64) << 24)
     | ((P2P_DEPTH as u64) << 16)
     | ((CHUNK_MAX.trailing_zeros() as u64) << 8)
@@ -58,7 +59,19 @@ pub(crate) struct Header {
     pub(crate) abort: Line<AtomicU64>,
     /// Each rank's pid, set (0 -> pid) when it joins.
     pub(crate) pids: Line<[AtomicI32; MAX_WORLD]>,
+    /// The address of a word in each rank's own memory holding a known
+    /// value, set when it joins: peers in other processes read it once to
+    /// learn whether they may read that rank's memory (see `direct.rs`).
+    pub(crate) probe: Line<[AtomicU64; MAX_WORLD]>,
+    /// Each rank's verdict on reading every peer's buffers directly: 0 not
+    /// yet known, [`DIRECT_YES`] or [`DIRECT_NO`].
+    pub(crate) direct: Line<[AtomicU8; MAX_WORLD]>,
 }
+
+/// A rank's verdict: it can read every peer's memory.
+pub(crate) const DIRECT_YES: u8 = 1;
+/// A rank's verdict: it cannot (or must not) read some peer's memory.
+pub(crate) const DIRECT_NO: u8 = 2;
 
 /// Step counters of one rank (collectives) or one channel (point to point).
 #[derive(Debug)]
@@ -70,6 +83,9 @@ pub(crate) struct Counters {
     pub(crate) consumed: Line<AtomicU64>,
     /// Each slot's operation signature (see `desc.rs`), two words.
     pub(crate) sigs: Line<[[AtomicU64; 2]; DEPTH_MAX]>,
+    /// Each slot's send and receive buffer addresses (collectives read
+    /// directly, see `direct.rs`; unused by point to point).
+    pub(crate) addrs: Line<[[AtomicU64; 2]; DEPTH_MAX]>,
 }
 
 /// Signature entries per counter block (covers both depths).

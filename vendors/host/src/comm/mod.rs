@@ -5,17 +5,22 @@
 //! - `layout`, `segment`: the segment's header, counters and slots.
 //! - `state`: one rank's communicator (joining, errors, abort).
 //! - `coll`, `p2p`: operations as non-blocking state machines.
+//! - `direct`: large collectives reading the peers' buffers directly
+//!   (`local`: ranks of this process; `cma`: other processes).
 //! - `engine`: polls them on a stream's worker, with backoff and checks.
 //! - `group`: `group_start`/`group_end`.
 //! - `reduce`, `buffers`, `desc`: kernels, data moves, descriptions.
 
 mod buffers;
+mod cma;
 mod coll;
 mod desc;
+mod direct;
 mod engine;
 mod group;
 mod id;
 mod layout;
+mod local;
 mod nt;
 mod p2p;
 mod reduce;

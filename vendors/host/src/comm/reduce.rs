@@ -26,7 +26,8 @@ const BLOCK: usize = 512;
 /// Every term points to `count` readable elements of the kernel's type,
 /// aligned for it, that nobody writes during the call; `out` points to
 /// `count` elements' worth of writable bytes (any alignment) overlapping no
-/// term.
+/// term, except that it may be exactly a term (in place): each block of the
+/// terms is read before the same block of `out` is written.
 pub(crate) type Kernel = unsafe fn(&[*const u8], *mut u8, usize, bool);
 
 /// The kernel for `dtype` and `op`.

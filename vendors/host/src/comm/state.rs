@@ -1,7 +1,7 @@
 //! One rank's communicator: its mapped segment, its place in it, the step
 //! counters it hands out to operations, and its error.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,8 +9,9 @@ use dipu_deviceapi::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 
 use super::id::UniqueId;
-use super::layout::{Layout, LAYOUT_WORD, MAX_WORLD};
+use super::layout::{Layout, DIRECT_NO, DIRECT_YES, LAYOUT_WORD, MAX_WORLD};
 use super::segment::Segment;
+use super::{cma, direct, local};
 use crate::memory::Memory;
 
 /// Why a rank gave up on the communicator (the abort word's high half).
@@ -52,6 +53,12 @@ pub(crate) struct CommState {
     pub(crate) pid: i32,
     seg: Segment,
     name: String,
+    /// The word whose address the header publishes for peers to probe.
+    _probe: Box<AtomicU64>,
+    /// Which peers this rank may read directly (the environment).
+    direct_policy: direct::Policy,
+    /// The communicator's verdict once known: 0, `DIRECT_YES` or `DIRECT_NO`.
+    direct: AtomicU8,
     /// Last collective step handed out (steps start at 1).
     coll_reserved: AtomicU64,
     /// Last step handed out per channel `rank -> peer`.
@@ -116,6 +123,15 @@ impl CommState {
                  each rank joins once"
             )));
         }
+        let probe = Box::new(AtomicU64::new(cma::probe_value(&name, rank)));
+        #[allow(unused_mut)]
+        let mut probe_addr = &*probe as *const AtomicU64 as u64;
+        #[cfg(test)]
+        if std::env::var_os(super::tests::ENV_BAD_PROBE).is_some() {
+            probe_addr = 8; // never mapped: the peers' probe fails
+        }
+        h.probe.0[rank].store(probe_addr, Ordering::Release);
+        local::register(&name, rank, &memory);
         let full = full_mask(world);
         let before = h.joined.0.fetch_or(1 << rank, Ordering::AcqRel);
         let state = CommState {
@@ -127,6 +143,9 @@ impl CommState {
             pid,
             seg,
             name,
+            _probe: probe,
+            direct_policy: direct::Policy::from_env(),
+            direct: AtomicU8::new(0),
             coll_reserved: AtomicU64::new(0),
             send_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
             recv_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
@@ -193,6 +212,113 @@ impl CommState {
         }
     }
 
+    /// Whether the collectives of this communicator read the peers'
+    /// buffers directly (`direct.rs`) rather than through the segment's
+    /// slots: once every rank has joined, each rank checks that it can
+    /// read every peer and publishes its verdict; the answer is yes if all
+    /// say yes. `None` while some rank has not published yet. Every rank
+    /// gets the same answer.
+    pub(crate) fn direct(&self) -> Option<bool> {
+        match self.direct.load(Ordering::Acquire) {
+            DIRECT_YES => return Some(true),
+            DIRECT_NO => return Some(false),
+            _ => {}
+        }
+        let verdicts = &self.seg.header().direct.0;
+        if verdicts[self.rank].load(Ordering::Acquire) == 0 {
+            let mine = if self.can_read_peers() {
+                DIRECT_YES
+            } else {
+                DIRECT_NO
+            };
+            let _ =
+                verdicts[self.rank].compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire);
+        }
+        let mut all = true;
+        for verdict in &verdicts[..self.world] {
+            match verdict.load(Ordering::Acquire) {
+                0 => return None,
+                DIRECT_YES => {}
+                _ => all = false,
+            }
+        }
+        if all {
+            tracing::debug!(target: "dipu_vendor_host", "communicator rank {}: collectives read the peers' buffers directly", self.rank);
+        }
+        self.direct
+            .store(if all { DIRECT_YES } else { DIRECT_NO }, Ordering::Release);
+        Some(all)
+    }
+
+    /// Whether this rank may and can read every peer's memory: a peer of
+    /// this process through its registry, another process (if the policy
+    /// allows) through `process_vm_readv`, probed on the word it published.
+    fn can_read_peers(&self) -> bool {
+        let no = |why: String| {
+            tracing::debug!(
+                target: "dipu_vendor_host",
+                "communicator rank {}: collectives stage every byte through shared memory: {why}",
+                self.rank
+            );
+            false
+        };
+        let env = direct::ENV_COMM_DIRECT;
+        if self.direct_policy == direct::Policy::Off {
+            return no(format!("{env}=0"));
+        }
+        for peer in (0..self.world).filter(|p| *p != self.rank) {
+            if local::memory(&self.name, peer).is_some() {
+                continue;
+            }
+            let pid = self.pid_of(peer);
+            if pid == self.pid {
+                return no(format!("rank {peer} has this pid but left this process"));
+            }
+            if self.direct_policy != direct::Policy::All {
+                return no(format!(
+                    "rank {peer} is another process (pid {pid}); {env}=1 reads it with \
+                     process_vm_readv"
+                ));
+            }
+            let addr = self.seg.header().probe.0[peer].load(Ordering::Acquire) as usize;
+            let mut word = 0u64;
+            // SAFETY: `word` is a local of 8 bytes.
+            let read = unsafe { cma::read(pid, addr, (&raw mut word).cast(), 8) };
+            match read {
+                Ok(()) if word == cma::probe_value(&self.name, peer) => {}
+                Ok(()) => {
+                    return no(format!(
+                        "the probe of rank {peer} (pid {pid}) read an unexpected value"
+                    ))
+                }
+                Err(e) => {
+                    return no(format!(
+                        "process_vm_readv of rank {peer} (pid {pid}) failed: {e}"
+                    ))
+                }
+            }
+        }
+        true
+    }
+
+    /// How this rank reaches rank `peer`'s memory.
+    pub(crate) fn access(&self, peer: usize) -> Result<direct::Access> {
+        if peer == self.rank {
+            return Ok(direct::Access::Me);
+        }
+        if let Some(memory) = local::memory(&self.name, peer) {
+            return Ok(direct::Access::Local(memory));
+        }
+        let pid = self.pid_of(peer);
+        if pid == self.pid {
+            return Err(Error::new(
+                ErrorKind::VendorError,
+                format!("rank {peer} left this process's communicator (its vendor is gone)"),
+            ));
+        }
+        Ok(direct::Access::Remote(pid))
+    }
+
     /// Rank `rank`'s pid (0 until it joined).
     pub(crate) fn pid_of(&self, rank: usize) -> i32 {
         self.seg.header().pids.0[rank].load(Ordering::Acquire)
@@ -256,6 +382,7 @@ impl CommState {
 
 impl Drop for CommState {
     fn drop(&mut self) {
+        local::unregister(&self.name, self.rank);
         // The name goes once every rank joined. Before that it stays, so a
         // rank that joins late still finds the others (the last rank to
         // join removes it; an abort removes it at once).

@@ -3,24 +3,25 @@
 use dipu_deviceapi::{DataType, DeviceApi, ReduceOp, StreamHandle};
 
 use super::data::{input, reduce, OPS};
-use super::{with_ranks, Mode, Rank, MODES};
+use super::{with_ranks, with_ranks_as, Mode, Rank};
+use crate::comm::direct::Policy;
 use crate::comm::layout::Layout;
 use crate::comm::Kind;
 
 /// One collective call and what it should leave in `recv`.
 #[derive(Debug, Clone, Copy)]
-struct Case {
-    kind: Kind,
-    dtype: DataType,
-    op: ReduceOp,
+pub(super) struct Case {
+    pub(super) kind: Kind,
+    pub(super) dtype: DataType,
+    pub(super) op: ReduceOp,
     /// count, send_count (all_gather) or recv_count (reduce_scatter).
-    count: usize,
-    root: usize,
-    in_place: bool,
+    pub(super) count: usize,
+    pub(super) root: usize,
+    pub(super) in_place: bool,
 }
 
 impl Case {
-    fn new(kind: Kind, dtype: DataType, op: ReduceOp, count: usize) -> Case {
+    pub(super) fn new(kind: Kind, dtype: DataType, op: ReduceOp, count: usize) -> Case {
         Case {
             kind,
             dtype,
@@ -35,7 +36,7 @@ impl Case {
 const SENTINEL: u8 = 0xAB;
 
 /// Runs `case` on rank `r` and checks its result.
-fn run(r: &Rank<'_>, case: Case) {
+pub(super) fn run(r: &Rank<'_>, case: Case) {
     let (world, me, e) = (r.world, r.rank, case.dtype.size_in_bytes());
     let n = case.count;
     let send_elems = if case.kind == Kind::ReduceScatter {
@@ -161,49 +162,67 @@ fn every_type_and_op_4_ranks_own_vendors() {
     every_type_and_op(4, Mode::OwnVendor);
 }
 
-/// Sizes spanning many chunks, not a multiple of the chunk, and in place.
+/// Sizes spanning many chunks, not a multiple of the chunk, in place and
+/// not, every kind: large enough to run directly where the communicator
+/// reads its peers (all but the bf16 all-reduce).
+pub(super) fn large_cases(r: &Rank<'_>) {
+    let world = r.world;
+    let chunk = Layout::new(world).chunk;
+    let f32s = 3 * chunk / 4 + 7;
+    for in_place in [false, true] {
+        let case = |kind, dtype, op, count| Case {
+            in_place,
+            root: world / 2,
+            ..Case::new(kind, dtype, op, count)
+        };
+        run(r, case(Kind::AllReduce, DataType::F32, ReduceOp::Sum, f32s));
+        run(
+            r,
+            case(
+                Kind::AllReduce,
+                DataType::BF16,
+                ReduceOp::Max,
+                chunk / 2 + 3,
+            ),
+        );
+        run(
+            r,
+            case(Kind::ReduceScatter, DataType::F32, ReduceOp::Sum, f32s / 2),
+        );
+        run(
+            r,
+            case(Kind::AllGather, DataType::I8, ReduceOp::Sum, 2 * chunk + 5),
+        );
+        run(
+            r,
+            case(Kind::Broadcast, DataType::U64, ReduceOp::Sum, chunk / 4 + 1),
+        );
+        run(
+            r,
+            case(Kind::Reduce, DataType::I32, ReduceOp::Prod, chunk / 2 + 9),
+        );
+    }
+}
+
+/// [`large_cases`] on thread ranks, read directly (the default for ranks
+/// of one process) and staged (more of it in `direct.rs`).
 #[test]
 fn many_chunks_odd_sizes_and_in_place() {
-    for world in [2, 4] {
-        for mode in MODES {
-            let chunk = Layout::new(world).chunk;
-            let f32s = 3 * chunk / 4 + 7;
-            with_ranks(world, mode, |r| {
-                for in_place in [false, true] {
-                    let case = |kind, dtype, op, count| Case {
-                        in_place,
-                        root: world / 2,
-                        ..Case::new(kind, dtype, op, count)
-                    };
-                    run(r, case(Kind::AllReduce, DataType::F32, ReduceOp::Sum, f32s));
-                    run(
-                        r,
-                        case(
-                            Kind::AllReduce,
-                            DataType::BF16,
-                            ReduceOp::Max,
-                            chunk / 2 + 3,
-                        ),
-                    );
-                    run(
-                        r,
-                        case(Kind::ReduceScatter, DataType::F32, ReduceOp::Sum, f32s / 2),
-                    );
-                    run(
-                        r,
-                        case(Kind::AllGather, DataType::I8, ReduceOp::Sum, 2 * chunk + 5),
-                    );
-                    run(
-                        r,
-                        case(Kind::Broadcast, DataType::U64, ReduceOp::Sum, chunk / 4 + 1),
-                    );
-                    run(
-                        r,
-                        case(Kind::Reduce, DataType::I32, ReduceOp::Prod, chunk / 2 + 9),
-                    );
-                }
-            });
-        }
+    let runs = [
+        (2, Mode::SharedVendor, Policy::Local),
+        (2, Mode::OwnVendor, Policy::Local),
+        (3, Mode::SharedVendor, Policy::Local),
+        (4, Mode::SharedVendor, Policy::Local),
+        (4, Mode::OwnVendor, Policy::Local),
+        (2, Mode::OwnVendor, Policy::Off),
+        (4, Mode::SharedVendor, Policy::Off),
+    ];
+    for (world, mode, policy) in runs {
+        let body = |r: &Rank<'_>| {
+            large_cases(r);
+            assert_eq!(r.direct(), Some(policy == Policy::Local));
+        };
+        with_ranks_as(world, mode, |_| Some(policy), body);
     }
 }
 

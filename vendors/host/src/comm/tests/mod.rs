@@ -4,6 +4,7 @@
 
 mod collectives;
 mod data;
+mod direct;
 mod failures;
 mod p2p;
 mod process;
@@ -13,8 +14,16 @@ use std::time::Duration;
 
 use dipu_deviceapi::{CommHandle, CopyKind, DeviceApi, StreamHandle};
 
+use super::direct::{Policy, FORCE};
 use super::id::UniqueId;
 use crate::{HostConfig, HostVendor};
+
+/// Set in a test's child process: its rank publishes an unmapped probe
+/// address, so its peers cannot read it and the collectives stay staged.
+pub(super) const ENV_BAD_PROBE: &str = "DIPU_HOST_COMM_TEST_BAD_PROBE";
+/// Set in a test's child process: its rank publishes an unmapped send
+/// address in direct collectives, so its peers' reads fail.
+pub(super) const ENV_BAD_SEND: &str = "DIPU_HOST_COMM_TEST_BAD_SEND";
 
 /// How the ranks of a test get their vendor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +90,12 @@ impl Rank<'_> {
         unsafe { self.host.free(ptr).expect("free") };
     }
 
+    /// Whether the communicator's collectives read the peers directly
+    /// (`None`: not known yet, before the first collective).
+    fn direct(&self) -> Option<bool> {
+        self.host.comms.get(self.comm).expect("live").direct()
+    }
+
     /// Waits for the default stream and checks the communicator is healthy.
     fn sync(&self) {
         // SAFETY: the default stream and a live communicator of `host`.
@@ -98,6 +113,17 @@ impl Rank<'_> {
 /// Runs `body` on `world` rank threads joined to one new communicator,
 /// destroys it, and checks nothing is left in /dev/shm.
 fn with_ranks<R: Send>(world: usize, mode: Mode, body: impl Fn(&Rank<'_>) -> R + Sync) -> Vec<R> {
+    with_ranks_as(world, mode, |_| None, body)
+}
+
+/// [`with_ranks`] with the direct-read policy of each rank (`None`: the
+/// environment's).
+fn with_ranks_as<R: Send>(
+    world: usize,
+    mode: Mode,
+    policy: impl Fn(usize) -> Option<Policy> + Sync,
+    body: impl Fn(&Rank<'_>) -> R + Sync,
+) -> Vec<R> {
     let shared = (mode == Mode::SharedVendor).then(|| vendor(world as i32));
     let id = shared.as_ref().map_or_else(
         || vendor(1).comm_get_unique_id(),
@@ -107,8 +133,9 @@ fn with_ranks<R: Send>(world: usize, mode: Mode, body: impl Fn(&Rank<'_>) -> R +
     let results = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..world)
             .map(|rank| {
-                let (shared, id, body) = (shared.as_ref(), &id, &body);
+                let (shared, id, body, policy) = (shared.as_ref(), &id, &body, &policy);
                 scope.spawn(move || {
+                    FORCE.set(policy(rank));
                     let own = shared.is_none().then(|| vendor(1));
                     let host = shared.or(own.as_ref()).expect("a vendor");
                     if shared.is_some() {

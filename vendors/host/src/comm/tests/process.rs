@@ -8,11 +8,16 @@ use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{DataType, DeviceApi, ReduceOp, StreamHandle};
 
+use super::collectives::large_cases;
 use super::data::{input, reduce};
-use super::{assert_no_segment, vendor, Rank};
+use super::{assert_no_segment, vendor, Rank, ENV_BAD_PROBE, ENV_BAD_SEND};
+use crate::comm::direct::ENV_COMM_DIRECT;
 
-/// What the child does (`allreduce` or `hang`), its rank, world and id.
+/// What the child does (`allreduce`, `every`, `badsend` or `hang`), its
+/// rank, world and id.
 const ROLE: &str = "DIPU_HOST_COMM_TEST_ROLE";
+/// `direct` or `staged`: how the child's collectives must run.
+const EXPECT: &str = "DIPU_HOST_COMM_TEST_EXPECT";
 const RANK: &str = "DIPU_HOST_COMM_TEST_RANK";
 const WORLD: &str = "DIPU_HOST_COMM_TEST_WORLD";
 const ID: &str = "DIPU_HOST_COMM_TEST_ID";
@@ -34,6 +39,11 @@ fn unhex(text: &str) -> Vec<u8> {
 }
 
 fn spawn(role: &str, rank: usize, world: usize, id: &[u8]) -> Child {
+    spawn_with(role, (rank, world, id), &[])
+}
+
+/// [`spawn`] with more environment variables.
+fn spawn_with(role: &str, (rank, world, id): (usize, usize, &[u8]), env: &[(&str, &str)]) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
@@ -46,6 +56,7 @@ fn spawn(role: &str, rank: usize, world: usize, id: &[u8]) -> Child {
         .env(WORLD, world.to_string())
         .env(ID, hex(id))
         .env("DIPU_HOST_COMM_TIMEOUT", "30")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn the test binary")
@@ -89,6 +100,28 @@ fn all_reduce(r: &Rank<'_>, count: usize) -> Vec<u8> {
     out
 }
 
+/// Whether Yama may forbid reading a sibling process (then a communicator
+/// asked to read its peers directly is staged instead).
+fn cross_memory_restricted() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").is_ok_and(|s| s.trim() != "0")
+}
+
+/// Checks the child's collectives ran as [`EXPECT`] says; `true` if they
+/// read the peers directly.
+fn check_form(r: &Rank<'_>) -> bool {
+    let direct = r.direct() == Some(true);
+    match std::env::var(EXPECT).as_deref() {
+        Ok("direct") if !direct => assert!(
+            cross_memory_restricted(),
+            "rank {} staged its collectives though it may read its peers",
+            r.rank
+        ),
+        Ok("staged") => assert!(!direct, "rank {} read its peers directly", r.rank),
+        _ => {}
+    }
+    direct
+}
+
 fn expected(world: usize, count: usize) -> Vec<u8> {
     let terms: Vec<_> = (0..world).map(|p| input(DataType::F32, p, count)).collect();
     reduce(DataType::F32, ReduceOp::Sum, &terms)
@@ -122,9 +155,57 @@ fn child() {
                     "count {count}"
                 );
             }
+            check_form(&r);
             r.sync();
             // SAFETY: a live communicator, destroyed once.
             unsafe { host.comm_destroy(comm).expect("destroy") };
+        }
+        "every" => {
+            large_cases(&r);
+            for count in COUNTS {
+                assert!(all_reduce(&r, count) == expected(world, count));
+            }
+            check_form(&r);
+            r.sync();
+            // SAFETY: a live communicator, destroyed once.
+            unsafe { host.comm_destroy(comm).expect("destroy") };
+        }
+        "badsend" => {
+            let buf = r.upload(&vec![1u8; BIG * 4]);
+            // SAFETY: a live buffer, stream and communicator.
+            unsafe {
+                host.all_reduce(
+                    buf,
+                    buf,
+                    BIG,
+                    DataType::F32,
+                    ReduceOp::Sum,
+                    comm,
+                    StreamHandle::DEFAULT,
+                )
+                .expect("all_reduce");
+                host.stream_synchronize(StreamHandle::DEFAULT)
+                    .expect("the stream is not poisoned");
+                if check_form(&r) {
+                    // Rank 0 cannot read rank 1's buffer; rank 1 learns
+                    // that rank 0 gave up, or finds rank 0's buffer freed
+                    // (rank 0 may be done with it by then).
+                    let e = host.comm_async_error(comm).unwrap_err();
+                    let m = e.message();
+                    if rank == 0 {
+                        assert!(m.contains("of rank 1's send buffer"), "{e}");
+                        assert!(m.contains("process_vm_readv failed: EFAULT"), "{e}");
+                    } else {
+                        assert!(
+                            m.contains("rank 0 failed in an operation")
+                                || m.contains("of rank 0's send buffer"),
+                            "{e}"
+                        );
+                    }
+                }
+                host.comm_destroy(comm).expect("destroy");
+            }
+            r.free(buf);
         }
         "hang" => {
             assert!(all_reduce(&r, 1001) == expected(world, 1001));
@@ -163,6 +244,67 @@ fn two_processes_all_reduce() {
         );
     }
     assert_no_segment(&id);
+}
+
+/// Runs `world` children as `role`, `env(rank)` added to each child's
+/// environment; all must succeed.
+fn run_children(
+    role: &str,
+    world: usize,
+    env: impl Fn(usize) -> Vec<(&'static str, &'static str)>,
+) {
+    let id = vendor(1).comm_get_unique_id().unwrap();
+    let children: Vec<Child> = (0..world)
+        .map(|rank| spawn_with(role, (rank, world, &id), &env(rank)))
+        .collect();
+    for (rank, child) in children.into_iter().enumerate() {
+        assert!(
+            finish(child, Duration::from_secs(60)),
+            "child rank {rank} failed"
+        );
+    }
+    assert_no_segment(&id);
+}
+
+/// Processes stage their collectives unless asked to read each other.
+#[test]
+fn processes_stage_by_default() {
+    run_children("every", 2, |_| vec![(EXPECT, "staged")]);
+}
+
+/// Asked to, processes read each other with process_vm_readv: every kind,
+/// uneven blocks (three ranks).
+#[test]
+fn processes_read_each_other_when_asked() {
+    run_children("every", 3, |_| {
+        vec![(ENV_COMM_DIRECT, "1"), (EXPECT, "direct")]
+    });
+}
+
+/// A rank whose probe word cannot be read keeps the communicator staged.
+#[test]
+fn a_failed_probe_keeps_the_collectives_staged() {
+    run_children("every", 2, |rank| {
+        let mut env = vec![(ENV_COMM_DIRECT, "1"), (EXPECT, "staged")];
+        if rank == 1 {
+            env.push((ENV_BAD_PROBE, "1"));
+        }
+        env
+    });
+}
+
+/// A peer buffer that cannot be read (a rank publishes an unmapped
+/// address) fails the communicator on every rank with the reason; no
+/// process crashes.
+#[test]
+fn an_unreadable_peer_buffer_fails_the_communicator() {
+    run_children("badsend", 2, |rank| {
+        let mut env = vec![(ENV_COMM_DIRECT, "1"), (EXPECT, "direct")];
+        if rank == 1 {
+            env.push((ENV_BAD_SEND, "1"));
+        }
+        env
+    });
 }
 
 /// A peer process killed in the middle of a collective: this rank's
