@@ -4,8 +4,7 @@ use std::fmt::{self, Write as _};
 use std::thread::Thread;
 use std::time::Duration;
 
-use backtrace::Backtrace;
-
+use crate::state::Trace;
 use crate::Location;
 
 /// Frames of these crates are left out of reports, so the caller's come first.
@@ -96,28 +95,27 @@ pub(crate) fn stream_name(s: Option<crate::StreamId>) -> String {
     s.map_or_else(|| "-".to_owned(), |s| format!("{s:?}"))
 }
 
-/// `bt`'s frames resolved, without dipu's and the Rust runtime's.
-pub(crate) fn resolve(bt: &Backtrace) -> Vec<Frame> {
-    let mut bt = bt.clone();
-    bt.resolve();
+/// `trace` resolved to frames, without dipu's and the Rust runtime's.
+pub(crate) fn resolve(trace: &Trace) -> Vec<Frame> {
     let mut frames = Vec::new();
-    for frame in bt.frames() {
-        for sym in frame.symbols() {
-            let Some(name) = sym.name() else { continue };
+    for &ip in trace.addresses() {
+        // `resolve` looks up the call instruction (ip - 1) of a return address.
+        backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+            let Some(name) = sym.name() else { return };
             let function = format!("{name:#}");
             let bare = function.trim_start_matches('<');
             let file = sym.filename();
             let dipu_export = function.starts_with("dipu_")
                 && file.is_some_and(|f| f.extension().is_some_and(|e| e == "rs"));
             if dipu_export || SKIPPED.iter().any(|p| bare.starts_with(p)) {
-                continue;
+                return;
             }
             frames.push(Frame {
                 function,
                 file: file.map(|f| f.display().to_string()),
                 line: sym.lineno(),
             });
-        }
+        });
     }
     frames
 }
@@ -142,10 +140,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 impl Report {
-    pub(crate) fn build(
-        blocks: Vec<(Block, Option<Backtrace>)>,
-        violations: Vec<Violation>,
-    ) -> Self {
+    pub(crate) fn build(blocks: Vec<(Block, Option<Trace>)>, violations: Vec<Violation>) -> Self {
         use std::collections::HashMap;
         let mut groups: HashMap<(Vec<Frame>, Option<Location>), LeakGroup> = HashMap::new();
         let mut report = Report {

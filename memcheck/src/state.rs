@@ -9,7 +9,6 @@ use std::sync::{LazyLock, Once};
 use std::thread::Thread;
 use std::time::Instant;
 
-use backtrace::{Backtrace, BacktraceFrame};
 use dipu_deviceapi::{Error, ErrorKind};
 use dipu_stream::StreamId;
 use parking_lot::Mutex;
@@ -32,7 +31,7 @@ pub(crate) struct Record {
     pub(crate) seq: u64,
     pub(crate) thread: Thread,
     pub(crate) time: Instant,
-    pub(crate) backtrace: Option<Backtrace>,
+    pub(crate) backtrace: Option<Trace>,
 }
 
 /// One recent free.
@@ -40,7 +39,7 @@ struct Freed {
     record: Record,
     free_seq: u64,
     free_thread: Thread,
-    free_backtrace: Option<Backtrace>,
+    free_backtrace: Option<Trace>,
 }
 
 #[derive(Default)]
@@ -72,18 +71,39 @@ fn shard(ptr: usize) -> &'static Mutex<Shard> {
 /// capture at a few microseconds whatever the depth of the stack.
 pub const MAX_FRAMES: usize = 16;
 
-/// An unresolved backtrace of the innermost [`MAX_FRAMES`] frames, when
-/// backtraces are on.
-fn capture() -> Option<Backtrace> {
+/// An unresolved backtrace: the return addresses of the innermost
+/// [`MAX_FRAMES`] frames, resolved to functions and lines only when a
+/// report needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Trace {
+    len: usize,
+    ips: [usize; MAX_FRAMES],
+}
+
+impl Trace {
+    /// The return addresses, innermost first.
+    pub(crate) fn addresses(&self) -> &[usize] {
+        &self.ips[..self.len]
+    }
+}
+
+/// The current backtrace, when backtraces are on. Only each frame's
+/// instruction pointer is read while unwinding (no symbol lookup, no
+/// allocation), which keeps a capture to the unwinder's own cost.
+fn capture() -> Option<Trace> {
     if !crate::backtraces() {
         return None;
     }
-    let mut frames = Vec::with_capacity(MAX_FRAMES);
-    backtrace::trace(|f| {
-        frames.push(BacktraceFrame::from(f.clone()));
-        frames.len() < MAX_FRAMES
+    let mut trace = Trace {
+        len: 0,
+        ips: [0; MAX_FRAMES],
+    };
+    backtrace::trace(|frame| {
+        trace.ips[trace.len] = frame.ip() as usize;
+        trace.len += 1;
+        trace.len < MAX_FRAMES
     });
-    Some(Backtrace::from(frames))
+    Some(trace)
 }
 
 pub(crate) fn set_limits(max_block: usize, log_interval: usize, log_file: Option<PathBuf>) {
@@ -189,7 +209,7 @@ fn describe(ptr: usize, r: &Record) -> String {
     )
 }
 
-fn trace(label: &str, bt: Option<&Backtrace>) -> String {
+fn trace(label: &str, bt: Option<&Trace>) -> String {
     match bt {
         Some(bt) => format!(
             "\n  {label}:\n{}",
@@ -310,7 +330,7 @@ pub(crate) fn report() -> Report {
                     age: r.time.elapsed(),
                     thread: report::thread_name(&r.thread),
                 },
-                r.backtrace.clone(),
+                r.backtrace,
             ));
         }
     }
