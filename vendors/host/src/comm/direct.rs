@@ -87,26 +87,29 @@ pub(crate) enum Policy {
 }
 
 impl Policy {
-    /// The policy [`ENV_COMM_DIRECT`] asks for.
-    pub(crate) fn from_env() -> Policy {
+    /// The policy [`ENV_COMM_DIRECT`] asks for; an unknown value is an
+    /// `InvalidConfig` error naming the variable.
+    pub(crate) fn from_env() -> Result<Policy> {
         #[cfg(test)]
         if let Some(forced) = FORCE.get() {
-            return forced;
+            return Ok(forced);
         }
         let Ok(value) = std::env::var(ENV_COMM_DIRECT) else {
-            return Policy::Local;
+            return Ok(Policy::Local);
         };
+        Policy::parse(&value)
+    }
+
+    /// Reads a value of [`ENV_COMM_DIRECT`].
+    fn parse(value: &str) -> Result<Policy> {
         match value.trim().to_ascii_lowercase().as_str() {
-            "0" | "false" | "off" | "no" => Policy::Off,
-            "1" | "true" | "on" | "yes" | "all" => Policy::All,
-            "" | "local" => Policy::Local,
-            other => {
-                tracing::warn!(
-                    target: "dipu_vendor_host",
-                    "{ENV_COMM_DIRECT}={other} is not 0, 1 or local: reading peers of this process only"
-                );
-                Policy::Local
-            }
+            "0" | "false" | "off" | "no" => Ok(Policy::Off),
+            "1" | "true" | "on" | "yes" | "all" => Ok(Policy::All),
+            "" | "local" => Ok(Policy::Local),
+            _ => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("{ENV_COMM_DIRECT}={value:?}: expected 0 (always stage), local (read ranks of this process, the default) or 1 (read other processes too)"),
+            )),
         }
     }
 }
@@ -653,5 +656,21 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         SCRATCH_CACHE.set(std::mem::take(&mut self.0));
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn policy_values_and_errors() {
+        assert_eq!(Policy::parse("0").unwrap(), Policy::Off);
+        assert_eq!(Policy::parse(" Local ").unwrap(), Policy::Local);
+        assert_eq!(Policy::parse("").unwrap(), Policy::Local);
+        assert_eq!(Policy::parse("all").unwrap(), Policy::All);
+        let e = Policy::parse("sometimes").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        assert!(e.message().contains(ENV_COMM_DIRECT), "{e}");
     }
 }

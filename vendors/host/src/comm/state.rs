@@ -100,6 +100,7 @@ impl CommState {
                 )))
             }
         }
+        let direct_policy = direct::Policy::from_env()?;
         let n = world as u32;
         match h
             .world
@@ -144,7 +145,7 @@ impl CommState {
             seg,
             name,
             _probe: probe,
-            direct_policy: direct::Policy::from_env(),
+            direct_policy,
             direct: AtomicU8::new(0),
             coll_reserved: AtomicU64::new(0),
             send_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
