@@ -380,6 +380,22 @@ impl Drop for Inner {
         if let Some(handle) = self.watchdog.get_mut().take() {
             handle.stop();
         }
-        // Comms are destroyed as the map drops (after their queued work).
+        // Destroying a communicator waits for its queued work, which may
+        // never finish (a peer that is gone): with work still pending the
+        // group aborts instead, as c10d's destructor does.
+        let pending = self.pending.get_mut();
+        pending.retain(|w| !w.poll());
+        if !pending.is_empty() {
+            let n = pending.len();
+            self.abort_all(Error::new(
+                ErrorKind::VendorError,
+                format!(
+                    "{}: dropped with {n} operation(s) still pending; its communicators were \
+                     aborted",
+                    self.label()
+                ),
+            ));
+        }
+        // Otherwise the communicators are destroyed as the map drops.
     }
 }
