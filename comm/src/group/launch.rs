@@ -28,9 +28,10 @@ pub(super) enum Peers {
 
 impl ProcessGroup {
     /// Queues an operation: checks `buffers` are on the group's device,
-    /// picks the communicator, orders its stream after the caller's current
-    /// stream, runs `body` (the vendor calls), records the end event, and
-    /// `record_stream`s `buffers` onto the communicator's stream.
+    /// picks the communicator, `record_stream`s `buffers` onto its stream,
+    /// orders that stream after the caller's current stream, runs `body`
+    /// (the vendor calls), records the end event and hands the work to the
+    /// watchdog.
     pub(super) fn launch(
         &self,
         name: &str,
@@ -68,8 +69,8 @@ impl ProcessGroup {
                     .as_ref()
                     .expect("an open batch has its communicator"),
             );
-            body(inner, &comm).map_err(context)?;
             record_streams(inner, &comm, buffers).map_err(context)?;
+            body(inner, &comm).map_err(context)?;
             return Ok(inner.work(Arc::clone(&batch.work)));
         }
         drop(coalescing);
@@ -78,11 +79,15 @@ impl ProcessGroup {
             Peers::One(peer) => CommKey::Pair(inner.rank.min(peer), inner.rank.max(peer)),
         };
         let comm = inner.comm(key).map_err(context)?;
+        // Everything that may block (the allocator's lock) comes before the
+        // vendor calls, and the work is watched as soon as they are queued:
+        // an operation waiting on a peer is never left outside the
+        // watchdog's reach while this thread waits on something else.
+        record_streams(inner, &comm, buffers).map_err(context)?;
         let start = inner.order_after_current(&comm).map_err(context)?;
         body(inner, &comm).map_err(context)?;
         let mut end = Event::new(inner.ctx, EventFlag::Timing);
         end.record(&comm.stream).map_err(context)?;
-        record_streams(inner, &comm, buffers).map_err(context)?;
         let state = inner.work_state(what, vec![comm]);
         *state.events.lock() = Some((start, end));
         inner.watch(Arc::clone(&state));
