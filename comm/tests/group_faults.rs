@@ -35,6 +35,25 @@ fn on_threads<R: Send>(n: i32, f: impl Fn(i32) -> R + Sync) -> Vec<R> {
     })
 }
 
+/// Rank `rank` of a `world`-rank group (0.5 s timeout) all-reduces and
+/// waits; returns the error it must get and how long that took.
+fn failing_all_reduce(
+    store: Arc<dyn Store>,
+    rank: i32,
+    world: i32,
+) -> (dipu_deviceapi::Error, Duration) {
+    let pg = ProcessGroup::new(runtime(), store, rank, world, rank, short(500)).unwrap();
+    let (_dev, buf) = upload(&pg, DataType::F32, &[1.0; 8]);
+    let start = Instant::now();
+    let outcome = pg
+        .all_reduce(&buf, ReduceOp::Sum)
+        .and_then(|w| w.wait_host(Duration::from_secs(30)));
+    (
+        outcome.expect_err("the all-reduce must fail"),
+        start.elapsed(),
+    )
+}
+
 #[test]
 fn a_missing_rank_times_out_instead_of_hanging() {
     let store: Arc<dyn Store> = Arc::new(HashStore::new());
@@ -88,14 +107,7 @@ fn wrong_world_size_fails_cleanly() {
     let store: Arc<dyn Store> = Arc::new(HashStore::with_timeout(Duration::from_secs(10)));
     let results = on_threads(2, |rank| {
         let world = if rank == 0 { 2 } else { 3 };
-        let pg = ProcessGroup::new(runtime(), Arc::clone(&store), rank, world, rank, short(500))
-            .unwrap();
-        let (_dev, buf) = upload(&pg, DataType::F32, &[1.0; 8]);
-        let start = Instant::now();
-        let outcome = pg
-            .all_reduce(&buf, ReduceOp::Sum)
-            .and_then(|w| w.wait_host(Duration::from_secs(30)));
-        (outcome.unwrap_err(), start.elapsed())
+        failing_all_reduce(Arc::clone(&store), rank, world)
     });
     for (rank, (err, took)) in results.iter().enumerate() {
         assert!(*took < Duration::from_secs(8), "rank {rank} took {took:?}");
@@ -130,13 +142,7 @@ fn a_mismatched_communicator_id_fails_cleanly() {
                 fake.set("dicl/comm/all", &id).unwrap();
                 fake
             };
-            let pg = ProcessGroup::new(runtime(), store, rank, 2, rank, short(500)).unwrap();
-            let (_dev, buf) = upload(&pg, DataType::F32, &[1.0; 8]);
-            let start = Instant::now();
-            let outcome = pg
-                .all_reduce(&buf, ReduceOp::Sum)
-                .and_then(|w| w.wait_host(Duration::from_secs(30)));
-            (outcome.unwrap_err(), start.elapsed())
+            failing_all_reduce(store, rank, 2)
         });
         for (rank, (err, took)) in results.iter().enumerate() {
             assert!(

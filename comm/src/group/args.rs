@@ -45,7 +45,6 @@ impl ProcessGroup {
         what: &str,
         big: &Buffer,
         small: &Buffer,
-        _b: &Buffer,
         block: usize,
     ) -> Result<()> {
         same_dtype(what, big, small)?;

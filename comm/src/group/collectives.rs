@@ -155,7 +155,7 @@ impl ProcessGroup {
     /// Gathers every rank's `input` into the flat `output`, rank after
     /// rank (c10d `_allgather_base` / `all_gather_into_tensor`).
     pub fn all_gather_into(&self, output: &Buffer, input: &Buffer) -> Result<Work> {
-        self.check_flat("all_gather_into", output, input, output, input.count())?;
+        self.check_flat("all_gather_into", output, input, input.count())?;
         let (o, i) = (*output, *input);
         self.launch(
             "all_gather_into",
@@ -254,7 +254,7 @@ impl ProcessGroup {
         input: &Buffer,
         op: ReduceOp,
     ) -> Result<Work> {
-        self.check_flat("reduce_scatter_from", input, output, input, output.count())?;
+        self.check_flat("reduce_scatter_from", input, output, output.count())?;
         let (o, i) = (*output, *input);
         self.launch(
             "reduce_scatter_from",

@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use dipu_deviceapi::{CopyKind, DataType, Result};
+use dipu_deviceapi::{CopyKind, DataType, Error, ErrorKind, Result};
 use half::{bf16, f16};
 
 use super::comms::Comm;
@@ -25,6 +25,12 @@ pub(crate) fn divide_on_host(
     if bytes == 0 {
         return Ok(());
     }
+    let divide = divider(dtype).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!("averaging {dtype:?}: the vendor lacks Avg and there is no host division for {dtype:?}"),
+        )
+    })?;
     let staging = group.runtime.allocate_host(bytes)?;
     let host = staging.as_ptr() as usize;
     let stream = comm.stream.raw();
@@ -42,7 +48,7 @@ pub(crate) fn divide_on_host(
         )?;
         group.api.launch_host_func(
             stream,
-            Box::new(move || divide_slice(host as *mut u8, count, dtype, divisor)),
+            Box::new(move || divide(host as *mut u8, count, divisor)),
         )?;
         group.api.memcpy_async(
             ptr,
@@ -55,39 +61,56 @@ pub(crate) fn divide_on_host(
     staging.record_event(comm.stream)
 }
 
-/// Divides `count` elements of `dtype` at host address `at` by `divisor`.
-fn divide_slice(at: *mut u8, count: usize, dtype: DataType, divisor: i32) {
+/// A division in place of `count` elements at a host address by a divisor.
+type Divide = fn(*mut u8, usize, i32);
+
+/// The division for `dtype` elements, if there is one.
+fn divider(dtype: DataType) -> Option<Divide> {
     macro_rules! each {
-        ($t:ty, |$x:ident| $e:expr) => {{
-            // SAFETY: `at` is the pinned staging buffer of `count` elements
-            // of this type, exclusively ours while the stream runs this
-            // callback; pinned allocations are aligned for every type.
-            let data = unsafe { std::slice::from_raw_parts_mut(at.cast::<$t>(), count) };
-            for $x in data.iter_mut() {
-                *$x = $e;
-            }
+        ($t:ty, |$x:ident, $n:ident| $e:expr) => {{
+            let divide: Divide = |at, count, $n| {
+                // SAFETY: `at` is the pinned staging buffer of `count`
+                // elements of this type, exclusively ours while the stream
+                // runs this callback; pinned allocations are aligned for
+                // every type.
+                let data = unsafe { std::slice::from_raw_parts_mut(at.cast::<$t>(), count) };
+                for $x in data.iter_mut() {
+                    *$x = $e;
+                }
+            };
+            Some(divide)
         }};
     }
-    let n = divisor;
     match dtype {
-        DataType::F32 => each!(f32, |x| *x / n as f32),
-        DataType::F64 => each!(f64, |x| *x / f64::from(n)),
-        DataType::F16 => each!(f16, |x| f16::from_f32(x.to_f32() / n as f32)),
-        DataType::BF16 => each!(bf16, |x| bf16::from_f32(x.to_f32() / n as f32)),
-        DataType::I8 => each!(i8, |x| (i32::from(*x) / n) as i8),
-        DataType::U8 => each!(u8, |x| (i32::from(*x) / n) as u8),
-        DataType::I16 => each!(i16, |x| (i32::from(*x) / n) as i16),
-        DataType::I32 => each!(i32, |x| x.wrapping_div(n)),
-        DataType::I64 => each!(i64, |x| x.wrapping_div(i64::from(n))),
-        DataType::U32 => each!(u32, |x| *x / n as u32),
-        DataType::U64 => each!(u64, |x| *x / n as u64),
-        _ => {}
+        DataType::F32 => each!(f32, |x, n| *x / n as f32),
+        DataType::F64 => each!(f64, |x, n| *x / f64::from(n)),
+        DataType::F16 => each!(f16, |x, n| f16::from_f32(x.to_f32() / n as f32)),
+        DataType::BF16 => each!(bf16, |x, n| bf16::from_f32(x.to_f32() / n as f32)),
+        DataType::I8 => each!(i8, |x, n| (i32::from(*x) / n) as i8),
+        DataType::U8 => each!(u8, |x, n| (i32::from(*x) / n) as u8),
+        DataType::I16 => each!(i16, |x, n| (i32::from(*x) / n) as i16),
+        DataType::I32 => each!(i32, |x, n| x.wrapping_div(n)),
+        DataType::I64 => each!(i64, |x, n| x.wrapping_div(i64::from(n))),
+        DataType::U32 => each!(u32, |x, n| *x / n as u32),
+        DataType::U64 => each!(u64, |x, n| *x / n as u64),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn divide_slice(at: *mut u8, count: usize, dtype: DataType, divisor: i32) {
+        divider(dtype).expect("every DataType divides")(at, count, divisor);
+    }
+
+    #[test]
+    fn every_type_has_a_division() {
+        for dtype in DataType::ALL {
+            assert!(divider(dtype).is_some(), "{dtype:?}");
+        }
+    }
 
     #[test]
     fn division_per_type() {

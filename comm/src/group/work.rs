@@ -148,10 +148,7 @@ impl Work {
         self.check_failed()?;
         let events = self.state.events.lock();
         let Some((_, end)) = events.as_ref() else {
-            return Err(Error::invalid_argument(format!(
-                "{}: the coalesced batch has not ended yet (call end_coalescing first)",
-                self.state.what
-            )));
+            return Err(self.batch_open());
         };
         let ctx = self.state.ctx;
         let _guard = DeviceGuard::new(ctx, self.state.device)?;
@@ -164,10 +161,7 @@ impl Work {
     /// the group's communicators): `ErrorKind::Timeout` naming the op.
     pub fn wait_host(&self, timeout: Duration) -> Result<()> {
         if self.state.events.lock().is_none() && !self.state.outcome.is_settled() {
-            return Err(Error::invalid_argument(format!(
-                "{}: the coalesced batch has not ended yet (call end_coalescing first)",
-                self.state.what
-            )));
+            return Err(self.batch_open());
         }
         let start = Instant::now();
         let mut pause = Duration::from_micros(20);
@@ -199,6 +193,14 @@ impl Work {
         let (start, end) = events.as_ref()?;
         let ms = start.elapsed_time(end).ok()?;
         Some(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+
+    /// The error for waiting on an operation of a batch not ended yet.
+    fn batch_open(&self) -> Error {
+        Error::invalid_argument(format!(
+            "{}: the coalesced batch has not ended yet (call end_coalescing first)",
+            self.state.what
+        ))
     }
 
     fn check_failed(&self) -> Result<()> {
