@@ -12,7 +12,7 @@
 //!
 //! Thread ranks read each other's buffers directly; with
 //! `DIPU_HOST_COMM_DIRECT=0` every byte is staged through shared memory
-//! instead (the form ranks in separate processes use by default).
+//! instead (the form ranks use when they cannot read each other).
 
 use std::ffi::c_void;
 use std::sync::Barrier;

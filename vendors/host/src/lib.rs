@@ -67,6 +67,7 @@
 //! ```
 
 mod api;
+mod arena;
 mod comm;
 mod config;
 mod device;

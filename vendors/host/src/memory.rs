@@ -6,10 +6,12 @@ use std::alloc::Layout;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::arena::{Arena, ARENA_FROM};
 use crate::config::ENV_MEMORY;
 use crate::size::format_size;
 
@@ -32,6 +34,9 @@ pub(crate) enum Kind {
 pub(crate) struct Region {
     pub(crate) size: usize,
     pub(crate) kind: Kind,
+    /// Cut from its device's arena (`arena.rs`) rather than the host
+    /// allocator.
+    pub(crate) arena: bool,
 }
 
 /// Registered ranges by start address.
@@ -115,6 +120,9 @@ pub(crate) struct Memory {
     capacity: u64,
     used: Vec<AtomicU64>,
     regions: RwLock<Regions>,
+    /// Each device's arena, set up on its first large allocation (`None`
+    /// if that failed: the host allocator serves it then).
+    arenas: Vec<OnceLock<Option<Arena>>>,
 }
 
 impl Memory {
@@ -123,6 +131,7 @@ impl Memory {
             capacity,
             used: (0..devices).map(|_| AtomicU64::new(0)).collect(),
             regions: RwLock::new(Regions::default()),
+            arenas: (0..devices).map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -173,12 +182,47 @@ impl Memory {
         self.regions.write()
     }
 
-    /// Allocates `bytes` (nonzero) of device memory on `device`.
+    /// Allocates `bytes` (nonzero) of device memory on `device`: from the
+    /// device's arena when large enough (so other processes can map it).
     pub(crate) fn alloc_device(&self, device: i32, bytes: usize) -> Result<*mut c_void> {
         self.reserve(device, bytes as u64)?;
         let kind = Kind::Device { device };
+        if bytes >= ARENA_FROM {
+            if let Some(ptr) = self.arena(device).and_then(|a| a.alloc(bytes)) {
+                let region = Region {
+                    size: bytes,
+                    kind,
+                    arena: true,
+                };
+                self.write().0.insert(ptr as usize, region);
+                return Ok(ptr);
+            }
+        }
         self.alloc(bytes, kind)
             .inspect_err(|_| self.release(device, bytes as u64))
+    }
+
+    /// `device`'s arena (a valid index), set up now if it is not yet;
+    /// `None` if it cannot be.
+    pub(crate) fn arena(&self, device: i32) -> Option<&Arena> {
+        #[cfg(test)]
+        if std::env::var_os(crate::comm::tests::ENV_NO_ARENA).is_some() {
+            return None;
+        }
+        self.arenas[device as usize]
+            .get_or_init(|| {
+                Arena::create(device, self.capacity)
+                    .inspect_err(|e| {
+                        tracing::warn!(target: "dipu_vendor_host", "{e}; its memory cannot be shared with other processes");
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// `device`'s arena if it was set up.
+    pub(crate) fn arena_if_any(&self, device: i32) -> Option<&Arena> {
+        self.arenas.get(device as usize)?.get()?.as_ref()
     }
 
     /// Allocates `bytes` (nonzero) of pinned host memory.
@@ -208,9 +252,14 @@ impl Memory {
         if ptr.is_null() {
             return Err(oom("the host allocator has no memory left"));
         }
-        self.write()
-            .0
-            .insert(ptr as usize, Region { size: bytes, kind });
+        self.write().0.insert(
+            ptr as usize,
+            Region {
+                size: bytes,
+                kind,
+                arena: false,
+            },
+        );
         Ok(ptr.cast())
     }
 
@@ -269,11 +318,18 @@ impl Memory {
                 ))
             }));
         };
-        // SAFETY: `addr` was returned by `std::alloc::alloc` with this size
-        // and `ALIGN` (the registry holds only such allocations for these
-        // kinds), and removing it from the registry under the write lock
-        // means it is freed exactly once.
-        unsafe { dealloc_raw(addr, region.size) };
+        match (region.arena, region.kind) {
+            (true, Kind::Device { device }) => {
+                if let Some(arena) = self.arena_if_any(device) {
+                    arena.free(addr, region.size);
+                }
+            }
+            // SAFETY: `addr` was returned by `std::alloc::alloc` with this
+            // size and `ALIGN` (the registry holds only such allocations
+            // outside arenas for these kinds), and removing it from the
+            // registry under the write lock means it is freed exactly once.
+            _ => unsafe { dealloc_raw(addr, region.size) },
+        }
         if let Kind::Device { device } = region.kind {
             self.release(device, region.size as u64);
         }
@@ -296,7 +352,7 @@ unsafe fn dealloc_raw(addr: usize, size: usize) {
 impl Drop for Memory {
     fn drop(&mut self) {
         for (addr, region) in std::mem::take(&mut self.regions.get_mut().0) {
-            if !matches!(region.kind, Kind::Mapped { .. }) {
+            if !region.arena && !matches!(region.kind, Kind::Mapped { .. }) {
                 // SAFETY: device and pinned regions come from `alloc` with
                 // this size and `ALIGN`; the map is taken, so each is freed
                 // once, and the vendor (hence every stream) is gone.

@@ -239,7 +239,14 @@ impl Vmm {
             device: chunk.device,
             chunk: handle.as_raw(),
         };
-        regions.0.insert(ptr, Region { size: bytes, kind });
+        regions.0.insert(
+            ptr,
+            Region {
+                size: bytes,
+                kind,
+                arena: false,
+            },
+        );
         drop(regions);
         if let Some(chunk) = state.chunks.get_mut(&handle.as_raw()) {
             chunk.mappings += 1;
@@ -259,7 +266,7 @@ impl Vmm {
         let mut chunks = Vec::new();
         while cursor < end {
             match regions.0.get(&cursor) {
-                Some(Region { size, kind: Kind::Mapped { chunk, .. } }) if cursor + size <= end => {
+                Some(Region { size, kind: Kind::Mapped { chunk, .. }, .. }) if cursor + size <= end => {
                     chunks.push(*chunk);
                     cursor += size;
                 }

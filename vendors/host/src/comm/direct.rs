@@ -4,15 +4,14 @@
 //!
 //! A rank reaches a peer of its own process through the address (under
 //! the peer's registry lock, which keeps the buffer from being freed, see
-//! `local.rs`), and a peer process with `process_vm_readv` (`cma.rs`).
+//! `local.rs`). A peer process's large buffers live in its device arena
+//! (`arena.rs`), a memory file the rank maps once and then reads at memory
+//! speed; a buffer outside it (expandable-segment mappings) is read with
+//! `process_vm_readv` (`cma.rs`, about half memcpy's speed).
 //! Whether a communicator reads directly is decided once, by all ranks
 //! alike ([`CommState::direct`]); if any rank cannot or must not read some
-//! peer, every operation is staged. By default ([`ENV_COMM_DIRECT`]) only
-//! ranks of one process read each other: between processes,
-//! `process_vm_readv` (about half memcpy's speed, a cost per page) was
-//! measured slower than staging (2 ranks, 64 MiB all-reduce: 2.1-2.2
-//! against 2.4-2.7 GB/s bus bandwidth on a 2-core machine), so processes
-//! use it only when asked.
+//! peer, every operation is staged. [`ENV_COMM_DIRECT`] can keep reads to
+//! the ranks of one process, or turn them off.
 //!
 //! [`CommState::direct`]: super::state::CommState::direct
 //!
@@ -62,17 +61,17 @@ use parking_lot::RwLockReadGuard;
 use super::coll::{check_signatures, Spec};
 use super::desc::{Desc, Kind};
 use super::engine::Progress;
-use super::layout::{Counters, DEPTH, MAX_WORLD};
+use super::layout::{Counters, DEPTH, MAX_WORLD, NOT_IN_ARENA};
 use super::reduce::Kernel;
 use super::state::CommState;
 use super::{cma, nt};
 use crate::memory::{Memory, Regions};
 
-/// Which peers collectives read directly: unset (or `local`) the ranks of
-/// this process only; `1` (or `true`, `on`, `yes`, `all`) other processes
-/// too, with `process_vm_readv` (measured no faster than staging on a
-/// small machine, hence not the default); `0` (or `false`, `off`, `no`)
-/// none: every collective is staged through shared memory.
+/// Which peers collectives read directly: unset (or `1`, `true`, `on`,
+/// `yes`, `all`) every peer that can be read (other processes through
+/// their mapped device arenas); `local` the ranks of this process only;
+/// `0` (or `false`, `off`, `no`) none: every collective is staged through
+/// shared memory.
 pub(crate) const ENV_COMM_DIRECT: &str = "DIPU_HOST_COMM_DIRECT";
 
 /// Which peers a rank reads directly ([`ENV_COMM_DIRECT`]).
@@ -80,9 +79,9 @@ pub(crate) const ENV_COMM_DIRECT: &str = "DIPU_HOST_COMM_DIRECT";
 pub(crate) enum Policy {
     /// None: every collective is staged.
     Off,
-    /// Ranks of this process (the default).
+    /// Ranks of this process.
     Local,
-    /// Ranks of this process and of other processes.
+    /// Ranks of this process and of other processes (the default).
     All,
 }
 
@@ -95,7 +94,7 @@ impl Policy {
             return Ok(forced);
         }
         let Ok(value) = std::env::var(ENV_COMM_DIRECT) else {
-            return Ok(Policy::Local);
+            return Ok(Policy::All);
         };
         Policy::parse(&value)
     }
@@ -104,11 +103,11 @@ impl Policy {
     fn parse(value: &str) -> Result<Policy> {
         match value.trim().to_ascii_lowercase().as_str() {
             "0" | "false" | "off" | "no" => Ok(Policy::Off),
-            "1" | "true" | "on" | "yes" | "all" => Ok(Policy::All),
-            "" | "local" => Ok(Policy::Local),
+            "" | "1" | "true" | "on" | "yes" | "all" => Ok(Policy::All),
+            "local" => Ok(Policy::Local),
             _ => Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("{ENV_COMM_DIRECT}={value:?}: expected 0 (always stage), local (read ranks of this process, the default) or 1 (read other processes too)"),
+                format!("{ENV_COMM_DIRECT}={value:?}: expected 1 (read every peer that can be read, the default), local (read ranks of this process only) or 0 (always stage)"),
             )),
         }
     }
@@ -162,6 +161,10 @@ pub(crate) enum Access {
 struct Peer {
     send: usize,
     recv: usize,
+    /// For a rank of another process: where its send and receive buffers
+    /// are in its device arena, if they are and the arena is mapped here.
+    send_offset: Option<u64>,
+    recv_offset: Option<u64>,
     access: Access,
     /// Its registry's index in [`Direct::mems`] (not for `Remote`).
     lock: Option<usize>,
@@ -280,6 +283,12 @@ impl Direct {
         let addrs = &me.addrs.0[slot];
         addrs[0].store(send as u64, Ordering::Relaxed);
         addrs[1].store(self.spec.recv as u64, Ordering::Relaxed);
+        let arena = self.comm.memory.arena_if_any(self.comm.device);
+        let offsets = &me.offsets.0[slot];
+        for (word, addr) in offsets.iter().zip([send, self.spec.recv]) {
+            let offset = arena.and_then(|a| a.offset_of(addr, 1));
+            word.store(offset.unwrap_or(NOT_IN_ARENA), Ordering::Relaxed);
+        }
         for (word, value) in me.sigs.0[slot].iter().zip(self.desc.encode()) {
             word.store(value, Ordering::Relaxed);
         }
@@ -376,9 +385,19 @@ impl Direct {
                     mems.push(Arc::clone(memory));
                 }
             }
+            let (mut send_offset, mut recv_offset) = (None, None);
+            if matches!(access, Access::Remote(_)) && self.comm.peer_arena(p).is_some() {
+                let offsets = &seg.coll(p).offsets.0[slot];
+                let offset = |i: usize| {
+                    Some(offsets[i].load(Ordering::Relaxed)).filter(|o| *o != NOT_IN_ARENA)
+                };
+                (send_offset, recv_offset) = (offset(0), offset(1));
+            }
             peers.push(Peer {
                 send,
                 recv,
+                send_offset,
+                recv_offset,
                 access,
                 lock: None,
             });
@@ -491,6 +510,23 @@ impl Direct {
             })
     }
 
+    /// Where `len` bytes at `addr` of rank `p`'s send (or receive) buffer
+    /// are mapped here, if `p` is another process whose arena holds them.
+    fn mapped(&self, p: usize, send_side: bool, addr: usize, len: usize) -> Option<*const u8> {
+        let peer = &self.peers[p];
+        let (base, offset) = if send_side {
+            (peer.send, peer.send_offset?)
+        } else {
+            (peer.recv, peer.recv_offset?)
+        };
+        let delta = u64::try_from(addr.checked_sub(base)?).ok()?;
+        let at = self
+            .comm
+            .peer_arena(p)?
+            .at(offset.checked_add(delta)?, len)?;
+        Some(at as *const u8)
+    }
+
     /// `process_vm_readv` of rank `p` failed.
     fn remote_error(&self, p: usize, side: &str, (addr, len): (usize, usize), e: Errno) -> Error {
         let pid = self.comm.pid_of(p);
@@ -516,13 +552,28 @@ impl Direct {
         let own = self.peers[me].lock.unwrap_or(0);
         match &self.peers[p].access {
             Access::Remote(pid) => {
-                for (at, n) in pieces(len, REMOTE_PIECE) {
+                let send_side = side == "send";
+                let mapped = self.mapped(p, send_side, src, len).is_some();
+                let piece = if mapped { COPY_PIECE } else { REMOTE_PIECE };
+                for (at, n) in pieces(len, piece) {
                     let guards = self.lock(&[own]);
                     self.check(&guards, me, "receive", dst + at, n)?;
+                    let to = (dst + at) as *mut u8;
+                    if let Some(from) = self.mapped(p, send_side, src + at, n) {
+                        // SAFETY: `from` is `n` bytes of the peer's arena
+                        // mapped here (read-only; the file never shrinks, so
+                        // reads cannot fault), which the peer does not write
+                        // in this phase; `to` is `n` bytes of this rank's
+                        // receive buffer, live (checked under the read lock,
+                        // held) and touched by this rank alone now, in
+                        // another mapping than `from`.
+                        unsafe { nt::copy(from, to, n, self.streaming) };
+                        continue;
+                    }
                     // SAFETY: `dst + at` is `n` bytes of this rank's receive
                     // buffer, live (checked under the read lock, held across
                     // the call); in this phase this rank alone touches them.
-                    unsafe { cma::read(*pid, src + at, (dst + at) as *mut u8, n) }
+                    unsafe { cma::read(*pid, src + at, to, n) }
                         .map_err(|e| self.remote_error(p, side, (src + at, n), e))?;
                 }
             }
@@ -582,6 +633,18 @@ impl Direct {
                 // Part p of the scratch (used only when it was allocated).
                 let part = base.wrapping_add(p * piece_bytes);
                 terms[p] = match &peer.access {
+                    Access::Remote(_) if self.mapped(p, true, src, bytes).is_some() => {
+                        let from = self.mapped(p, true, src, bytes).unwrap_or(part);
+                        if from as usize % e == 0 {
+                            from
+                        } else {
+                            // SAFETY: `from` is `bytes` of the peer's arena
+                            // mapped here, which it does not write now; part
+                            // p of the scratch has room and is ours.
+                            unsafe { std::ptr::copy_nonoverlapping(from, part, bytes) };
+                            part
+                        }
+                    }
                     Access::Remote(pid) => {
                         // SAFETY: part p of the scratch has `piece_bytes`
                         // >= `bytes` and is this thread's alone.
@@ -606,9 +669,11 @@ impl Direct {
             let out = dst + start * e;
             self.check(&guards, me, "receive", out, bytes)?;
             // SAFETY: every term is `len` aligned elements of the kernel's
-            // type that nobody writes now: scratch parts, or send buffers
-            // live under their registries' read locks (held) whose block
-            // no rank writes in this phase; `out` is live receive memory
+            // type that nobody writes now: scratch parts, peers' send
+            // buffers in their arenas mapped here (read-only, never
+            // faulting) whose block no rank writes in this phase, or send
+            // buffers live under their registries' read locks (held) whose
+            // block no rank writes in this phase; `out` is live receive memory
             // (checked, locked) that overlaps no term but this rank's own
             // send buffer exactly, in place, which the kernel allows.
             unsafe { kernel(&terms[..world], out as *mut u8, len, self.streaming) };
@@ -667,7 +732,7 @@ mod policy_tests {
     fn policy_values_and_errors() {
         assert_eq!(Policy::parse("0").unwrap(), Policy::Off);
         assert_eq!(Policy::parse(" Local ").unwrap(), Policy::Local);
-        assert_eq!(Policy::parse("").unwrap(), Policy::Local);
+        assert_eq!(Policy::parse("").unwrap(), Policy::All);
         assert_eq!(Policy::parse("all").unwrap(), Policy::All);
         let e = Policy::parse("sometimes").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidConfig);

@@ -33,7 +33,7 @@ const PAGE: usize = 4096;
 /// Format and constants of the segment; a rank built differently refuses
 /// to join instead of misreading the memory.
 pub(crate) const LAYOUT_WORD: u64 = (0xD1B0 << 48)
-    | (2 << 32)
+    | (3 << 32)
     | ((DEPTH as u64) << 24)
     | ((P2P_DEPTH as u64) << 16)
     | ((CHUNK_MAX.trailing_zeros() as u64) << 8)
@@ -66,6 +66,9 @@ pub(crate) struct Header {
     /// Each rank's verdict on reading every peer's buffers directly: 0 not
     /// yet known, [`DIRECT_YES`] or [`DIRECT_NO`].
     pub(crate) direct: Line<[AtomicU8; MAX_WORLD]>,
+    /// Each rank's device arena (`arena.rs`), set when it joins: its
+    /// descriptor plus one (0: none), the file's inode and its size.
+    pub(crate) arenas: Line<[[AtomicU64; 3]; MAX_WORLD]>,
 }
 
 /// A rank's verdict: it can read every peer's memory.
@@ -86,7 +89,13 @@ pub(crate) struct Counters {
     /// Each slot's send and receive buffer addresses (collectives read
     /// directly, see `direct.rs`; unused by point to point).
     pub(crate) addrs: Line<[[AtomicU64; 2]; DEPTH_MAX]>,
+    /// Each slot's send and receive buffer offsets in the rank's device
+    /// arena, or [`NOT_IN_ARENA`].
+    pub(crate) offsets: Line<[[AtomicU64; 2]; DEPTH_MAX]>,
 }
+
+/// An offset slot's value for a buffer outside the rank's arena.
+pub(crate) const NOT_IN_ARENA: u64 = u64::MAX;
 
 /// Signature entries per counter block (covers both depths).
 const DEPTH_MAX: usize = if DEPTH > P2P_DEPTH { DEPTH } else { P2P_DEPTH };

@@ -2,7 +2,7 @@
 //! counters it hands out to operations, and its error.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
@@ -12,6 +12,7 @@ use super::id::UniqueId;
 use super::layout::{Layout, DIRECT_NO, DIRECT_YES, LAYOUT_WORD, MAX_WORLD};
 use super::segment::Segment;
 use super::{cma, direct, local};
+use crate::arena::{Identity, PeerArena};
 use crate::memory::Memory;
 
 /// Why a rank gave up on the communicator (the abort word's high half).
@@ -59,6 +60,9 @@ pub(crate) struct CommState {
     direct_policy: direct::Policy,
     /// The communicator's verdict once known: 0, `DIRECT_YES` or `DIRECT_NO`.
     direct: AtomicU8,
+    /// Each peer process's device arena, mapped here on first use (`None`
+    /// if it has none or it cannot be mapped).
+    peer_arenas: Box<[OnceLock<Option<PeerArena>>]>,
     /// Last collective step handed out (steps start at 1).
     coll_reserved: AtomicU64,
     /// Last step handed out per channel `rank -> peer`.
@@ -132,6 +136,13 @@ impl CommState {
             probe_addr = 8; // never mapped: the peers' probe fails
         }
         h.probe.0[rank].store(probe_addr, Ordering::Release);
+        if let Some(arena) = memory.arena(device) {
+            let Identity { fd, inode, size } = arena.identity();
+            let words = &h.arenas.0[rank];
+            words[1].store(inode, Ordering::Relaxed);
+            words[2].store(size, Ordering::Relaxed);
+            words[0].store(fd as u64 + 1, Ordering::Release);
+        }
         local::register(&name, rank, &memory);
         let full = full_mask(world);
         let before = h.joined.0.fetch_or(1 << rank, Ordering::AcqRel);
@@ -147,6 +158,7 @@ impl CommState {
             _probe: probe,
             direct_policy,
             direct: AtomicU8::new(0),
+            peer_arenas: (0..world).map(|_| OnceLock::new()).collect(),
             coll_reserved: AtomicU64::new(0),
             send_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
             recv_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
@@ -252,8 +264,10 @@ impl CommState {
     }
 
     /// Whether this rank may and can read every peer's memory: a peer of
-    /// this process through its registry, another process (if the policy
-    /// allows) through `process_vm_readv`, probed on the word it published.
+    /// this process through its registry, another process (unless the
+    /// policy forbids it) through its device arena mapped here and
+    /// `process_vm_readv` for buffers outside the arena, probed on the word
+    /// it published.
     fn can_read_peers(&self) -> bool {
         let no = |why: String| {
             tracing::debug!(
@@ -277,9 +291,15 @@ impl CommState {
             }
             if self.direct_policy != direct::Policy::All {
                 return no(format!(
-                    "rank {peer} is another process (pid {pid}); {env}=1 reads it with \
-                     process_vm_readv"
+                    "rank {peer} is another process (pid {pid}) and {env}=local"
                 ));
+            }
+            if self.arena_published(peer) {
+                if let Err(why) = self.open_peer_arena(peer) {
+                    return no(format!(
+                        "the device memory of rank {peer} (pid {pid}) cannot be mapped: {why}"
+                    ));
+                }
             }
             let addr = self.seg.header().probe.0[peer].load(Ordering::Acquire) as usize;
             let mut word = 0u64;
@@ -300,6 +320,39 @@ impl CommState {
             }
         }
         true
+    }
+
+    /// Whether rank `peer` published a device arena.
+    fn arena_published(&self, peer: usize) -> bool {
+        self.seg.header().arenas.0[peer][0].load(Ordering::Acquire) != 0
+    }
+
+    /// Maps rank `peer`'s device arena (once; later calls give the first
+    /// answer).
+    fn open_peer_arena(&self, peer: usize) -> std::result::Result<&PeerArena, String> {
+        let opened = self.peer_arenas[peer].get_or_init(|| {
+            let words = &self.seg.header().arenas.0[peer];
+            let fd_plus_one = words[0].load(Ordering::Acquire);
+            let identity = Identity {
+                fd: i32::try_from(fd_plus_one.checked_sub(1)?).ok()?,
+                inode: words[1].load(Ordering::Relaxed),
+                size: words[2].load(Ordering::Relaxed),
+            };
+            PeerArena::open(self.pid_of(peer), identity)
+                .inspect_err(|why| {
+                    tracing::debug!(target: "dipu_vendor_host", "communicator rank {}: rank {peer}'s device memory: {why}", self.rank);
+                })
+                .ok()
+        });
+        opened
+            .as_ref()
+            .ok_or_else(|| "none published, or opening it failed (see the debug log)".to_owned())
+    }
+
+    /// Rank `peer`'s device arena mapped here, if it has one that could
+    /// be mapped.
+    pub(crate) fn peer_arena(&self, peer: usize) -> Option<&PeerArena> {
+        self.open_peer_arena(peer).ok()
     }
 
     /// How this rank reaches rank `peer`'s memory.

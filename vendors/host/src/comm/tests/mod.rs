@@ -24,6 +24,9 @@ pub(super) const ENV_BAD_PROBE: &str = "DIPU_HOST_COMM_TEST_BAD_PROBE";
 /// Set in a test's child process: its rank publishes an unmapped send
 /// address in direct collectives, so its peers' reads fail.
 pub(super) const ENV_BAD_SEND: &str = "DIPU_HOST_COMM_TEST_BAD_SEND";
+/// Set in a test's child process: its devices have no arena, so its
+/// buffers are read with `process_vm_readv`.
+pub(crate) const ENV_NO_ARENA: &str = "DIPU_HOST_COMM_TEST_NO_ARENA";
 
 /// How the ranks of a test get their vendor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +97,14 @@ impl Rank<'_> {
     /// (`None`: not known yet, before the first collective).
     fn direct(&self) -> Option<bool> {
         self.host.comms.get(self.comm).expect("live").direct()
+    }
+
+    /// How many peers' device arenas this rank has mapped.
+    fn mapped_peers(&self) -> usize {
+        let state = self.host.comms.get(self.comm).expect("live");
+        (0..self.world)
+            .filter(|p| *p != self.rank && state.peer_arena(*p).is_some())
+            .count()
     }
 
     /// Waits for the default stream and checks the communicator is healthy.

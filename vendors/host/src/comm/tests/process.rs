@@ -10,13 +10,15 @@ use dipu_deviceapi::{DataType, DeviceApi, ReduceOp, StreamHandle};
 
 use super::collectives::large_cases;
 use super::data::{input, reduce};
-use super::{assert_no_segment, vendor, Rank, ENV_BAD_PROBE, ENV_BAD_SEND};
+use super::{assert_no_segment, vendor, Rank, ENV_BAD_PROBE, ENV_BAD_SEND, ENV_NO_ARENA};
 use crate::comm::direct::ENV_COMM_DIRECT;
 
 /// What the child does (`allreduce`, `every`, `badsend` or `hang`), its
 /// rank, world and id.
 const ROLE: &str = "DIPU_HOST_COMM_TEST_ROLE";
-/// `direct` or `staged`: how the child's collectives must run.
+/// `direct`, `mapped` (direct, every peer's arena mapped), `unmapped`
+/// (direct, no peer's arena mapped) or `staged`: how the child's
+/// collectives must run.
 const EXPECT: &str = "DIPU_HOST_COMM_TEST_EXPECT";
 const RANK: &str = "DIPU_HOST_COMM_TEST_RANK";
 const WORLD: &str = "DIPU_HOST_COMM_TEST_WORLD";
@@ -48,6 +50,7 @@ fn spawn_with(role: &str, (rank, world, id): (usize, usize, &[u8]), env: &[(&str
         .args([
             "--exact",
             "comm::tests::process::child",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -116,6 +119,18 @@ fn check_form(r: &Rank<'_>) -> bool {
             "rank {} staged its collectives though it may read its peers",
             r.rank
         ),
+        Ok("mapped") if direct => assert_eq!(
+            r.mapped_peers(),
+            r.world - 1,
+            "rank {} did not map every peer's device memory",
+            r.rank
+        ),
+        Ok("unmapped") if direct => assert_eq!(r.mapped_peers(), 0),
+        Ok("mapped" | "unmapped") => assert!(
+            cross_memory_restricted(),
+            "rank {} staged its collectives though it may read its peers",
+            r.rank
+        ),
         Ok("staged") => assert!(!direct, "rank {} read its peers directly", r.rank),
         _ => {}
     }
@@ -127,12 +142,11 @@ fn expected(world: usize, count: usize) -> Vec<u8> {
     reduce(DataType::F32, ReduceOp::Sum, &terms)
 }
 
-/// The child's side; a no-op when the test runs normally.
+/// The child's side, run by the tests below in a process of its own.
 #[test]
+#[ignore = "a child rank: the process tests start it with its role and rank in the environment"]
 fn child() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return;
-    };
+    let role = std::env::var(ROLE).expect("run by a process test, which sets the role");
     let var = |name| std::env::var(name).expect(name);
     let rank: usize = var(RANK).parse().unwrap();
     let world: usize = var(WORLD).parse().unwrap();
@@ -268,16 +282,33 @@ fn run_children(
 
 /// Processes stage their collectives unless asked to read each other.
 #[test]
-fn processes_stage_by_default() {
-    run_children("every", 2, |_| vec![(EXPECT, "staged")]);
+fn processes_read_each_other_by_default() {
+    run_children("every", 2, |_| vec![(EXPECT, "mapped")]);
 }
 
-/// Asked to, processes read each other with process_vm_readv: every kind,
-/// uneven blocks (three ranks).
+/// Processes map each other's device memory when asked explicitly too:
+/// every kind, uneven blocks (three ranks).
 #[test]
-fn processes_read_each_other_when_asked() {
+fn three_processes_read_each_other_when_asked() {
     run_children("every", 3, |_| {
-        vec![(ENV_COMM_DIRECT, "1"), (EXPECT, "direct")]
+        vec![(ENV_COMM_DIRECT, "1"), (EXPECT, "mapped")]
+    });
+}
+
+/// Kept to the ranks of one process, processes stage their collectives.
+#[test]
+fn processes_stage_when_reads_are_kept_local() {
+    run_children("every", 2, |_| {
+        vec![(ENV_COMM_DIRECT, "local"), (EXPECT, "staged")]
+    });
+}
+
+/// Buffers outside a device arena are read with process_vm_readv: no rank
+/// has an arena here, and every collective still reads directly.
+#[test]
+fn buffers_outside_arenas_are_read_with_process_vm_readv() {
+    run_children("every", 2, |_| {
+        vec![(ENV_NO_ARENA, "1"), (EXPECT, "unmapped")]
     });
 }
 
