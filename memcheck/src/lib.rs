@@ -26,6 +26,7 @@
 mod config;
 mod report;
 mod state;
+mod unwind;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,7 +1,7 @@
 //! `Report`: the leaks grouped by backtrace, and the violations seen.
 
 use std::fmt::{self, Write as _};
-use std::thread::Thread;
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use crate::state::Trace;
@@ -87,8 +87,9 @@ pub struct Report {
     pub violations: Vec<Violation>,
 }
 
-pub(crate) fn thread_name(t: &Thread) -> String {
-    format!("{} ({:?})", t.name().unwrap_or("<unnamed>"), t.id())
+pub(crate) fn thread_name(id: ThreadId) -> String {
+    let name = crate::state::thread_name_of(id);
+    format!("{} ({id:?})", name.as_deref().unwrap_or("<unnamed>"))
 }
 
 pub(crate) fn stream_name(s: Option<crate::StreamId>) -> String {

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Once};
-use std::thread::Thread;
+use std::thread::ThreadId;
 use std::time::Instant;
 
 use dipu_deviceapi::{Error, ErrorKind};
@@ -29,17 +29,20 @@ pub(crate) struct Record {
     pub(crate) location: Location,
     pub(crate) stream: Option<StreamId>,
     pub(crate) seq: u64,
-    pub(crate) thread: Thread,
+    /// The allocating thread (its name, if any, in [`THREAD_NAMES`]).
+    pub(crate) thread: ThreadId,
     pub(crate) time: Instant,
-    pub(crate) backtrace: Option<Trace>,
+    /// Boxed: a record moves through the maps on every allocation and
+    /// free, and most are taken without a backtrace.
+    pub(crate) backtrace: Option<Box<Trace>>,
 }
 
 /// One recent free.
 struct Freed {
     record: Record,
     free_seq: u64,
-    free_thread: Thread,
-    free_backtrace: Option<Trace>,
+    free_thread: ThreadId,
+    free_backtrace: Option<Box<Trace>>,
 }
 
 #[derive(Default)]
@@ -87,23 +90,55 @@ impl Trace {
     }
 }
 
-/// The current backtrace, when backtraces are on. Only each frame's
-/// instruction pointer is read while unwinding (no symbol lookup, no
-/// allocation), which keeps a capture to the unwinder's own cost.
-fn capture() -> Option<Trace> {
+/// The current backtrace, when backtraces are on: return addresses only
+/// (no symbol lookup, no allocation), from the caching unwinder
+/// ([`crate::unwind`]) or, where it is not available, `backtrace::trace`.
+fn capture() -> Option<Box<Trace>> {
     if !crate::backtraces() {
         return None;
     }
-    let mut trace = Trace {
+    let mut trace = Box::new(Trace {
         len: 0,
         ips: [0; MAX_FRAMES],
-    };
-    backtrace::trace(|frame| {
-        trace.ips[trace.len] = frame.ip() as usize;
-        trace.len += 1;
-        trace.len < MAX_FRAMES
     });
+    match crate::unwind::capture(&mut trace.ips) {
+        Some(len) => trace.len = len,
+        None => backtrace::trace(|frame| {
+            trace.ips[trace.len] = frame.ip() as usize;
+            trace.len += 1;
+            trace.len < MAX_FRAMES
+        }),
+    }
     Some(trace)
+}
+
+/// Names of the named threads that recorded something, for reports (an
+/// unnamed thread needs no entry; thread ids are never reused).
+static THREAD_NAMES: LazyLock<Mutex<FxHashMap<ThreadId, Box<str>>>> =
+    LazyLock::new(Default::default);
+
+thread_local! {
+    /// This thread's id, its name registered on first use: a record takes
+    /// a copy instead of a `Thread` handle (an `Arc` clone and drop).
+    static THREAD: ThreadId = {
+        let t = std::thread::current();
+        if let Some(name) = t.name() {
+            THREAD_NAMES.lock().insert(t.id(), name.into());
+        }
+        t.id()
+    };
+}
+
+fn current_thread() -> ThreadId {
+    // While the thread's locals are being destroyed: unnamed in reports.
+    THREAD
+        .try_with(|id| *id)
+        .unwrap_or_else(|_| std::thread::current().id())
+}
+
+/// The name of thread `id`, if it is a named thread that recorded.
+pub(crate) fn thread_name_of(id: ThreadId) -> Option<String> {
+    THREAD_NAMES.lock().get(&id).map(|n| n.to_string())
 }
 
 pub(crate) fn set_limits(max_block: usize, log_interval: usize, log_file: Option<PathBuf>) {
@@ -123,7 +158,7 @@ pub fn on_alloc(ptr: usize, size: usize, location: Location, stream: Option<Stre
         location,
         stream,
         seq,
-        thread: std::thread::current(),
+        thread: current_thread(),
         time: Instant::now(),
         backtrace: capture(),
     };
@@ -178,7 +213,7 @@ pub fn on_free(ptr: usize) {
         Freed {
             record,
             free_seq,
-            free_thread: std::thread::current(),
+            free_thread: current_thread(),
             free_backtrace,
         },
     );
@@ -205,7 +240,7 @@ fn describe(ptr: usize, r: &Record) -> String {
         r.location,
         report::stream_name(r.stream),
         r.seq,
-        report::thread_name(&r.thread)
+        report::thread_name(r.thread)
     )
 }
 
@@ -228,10 +263,10 @@ fn explain(ptr: usize, what: &str) -> String {
             return format!(
                 "{what} {ptr:#x} was already freed (free #{} by thread {}); allocation {}{}{}",
                 f.free_seq,
-                report::thread_name(&f.free_thread),
+                report::thread_name(f.free_thread),
                 describe(ptr, &f.record),
-                trace("first freed at", f.free_backtrace.as_ref()),
-                trace("allocated at", f.record.backtrace.as_ref()),
+                trace("first freed at", f.free_backtrace.as_deref()),
+                trace("allocated at", f.record.backtrace.as_deref()),
             );
         }
     }
@@ -246,7 +281,7 @@ fn explain(ptr: usize, what: &str) -> String {
                 "{what} {ptr:#x} is {} bytes inside the live allocation {}{}",
                 ptr - start,
                 describe(start, r),
-                trace("allocated at", r.backtrace.as_ref()),
+                trace("allocated at", r.backtrace.as_deref()),
             );
         }
     }
@@ -254,7 +289,7 @@ fn explain(ptr: usize, what: &str) -> String {
 }
 
 fn violation(kind: &str, message: String) -> Error {
-    let message = format!("{message}{}", trace("this call at", capture().as_ref()));
+    let message = format!("{message}{}", trace("this call at", capture().as_deref()));
     let line = format!("dipu memcheck: {kind}: {message}\n");
     tracing::error!("{}", line.trim_end());
     write_log(&line);
@@ -328,9 +363,9 @@ pub(crate) fn report() -> Report {
                     stream: r.stream.map(|s| format!("{s:?}")),
                     seq: r.seq,
                     age: r.time.elapsed(),
-                    thread: report::thread_name(&r.thread),
+                    thread: report::thread_name(r.thread),
                 },
-                r.backtrace,
+                r.backtrace.as_deref().copied(),
             ));
         }
     }

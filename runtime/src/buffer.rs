@@ -18,6 +18,28 @@ impl Runtime {
     /// allocator of the stream's device (zero bytes: an empty buffer with a
     /// null pointer).
     pub fn allocate(self: &Arc<Self>, bytes: usize, stream: Stream) -> Result<DeviceBuffer> {
+        self.allocate_with::<true>(bytes, stream)
+    }
+
+    /// [`Runtime::allocate`] with the memory checker's branch compiled
+    /// out: the baseline of `runtime/benches/memcheck.rs`, which measures
+    /// what the checker costs when off. Not for use outside benchmarks.
+    #[doc(hidden)]
+    pub fn bench_allocate_without_checker(
+        self: &Arc<Self>,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<DeviceBuffer> {
+        self.allocate_with::<false>(bytes, stream)
+    }
+
+    /// `allocate`, telling the checker (when on) if `CHECK`.
+    #[inline(always)]
+    fn allocate_with<const CHECK: bool>(
+        self: &Arc<Self>,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<DeviceBuffer> {
         self.check_stream(&stream, "allocate")?;
         let alloc = self
             .allocators
@@ -28,7 +50,7 @@ impl Runtime {
             len: alloc.size,
             device: alloc.device,
         });
-        if dipu_memcheck::enabled() {
+        if CHECK && dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(
                 alloc.ptr as usize,
                 alloc.size,

@@ -218,11 +218,25 @@ impl Runtime {
     /// already freed, inside an allocation, another device's) is an
     /// `InvalidArgument` error that changes nothing.
     pub fn free_raw(&self, device: i32, ptr: *mut c_void) -> Result<()> {
+        self.free_raw_with::<true>(device, ptr)
+    }
+
+    /// [`Runtime::free_raw`] with the memory checker's branches compiled
+    /// out: the baseline of `runtime/benches/memcheck.rs`, which measures
+    /// what the checker costs when off. Not for use outside benchmarks.
+    #[doc(hidden)]
+    pub fn bench_free_raw_without_checker(&self, device: i32, ptr: *mut c_void) -> Result<()> {
+        self.free_raw_with::<false>(device, ptr)
+    }
+
+    /// `free_raw`, telling the checker (when on) if `CHECK`.
+    #[inline(always)]
+    fn free_raw_with<const CHECK: bool>(&self, device: i32, ptr: *mut c_void) -> Result<()> {
         self.check_device(device)?;
         if ptr.is_null() {
             return Ok(());
         }
-        let checking = dipu_memcheck::enabled();
+        let checking = CHECK && dipu_memcheck::enabled();
         let a = match self.live.remove(ptr, device, "free_raw") {
             Ok(a) => a,
             Err(e) if checking => return Err(dipu_memcheck::on_bad_free(ptr as usize, e)),
