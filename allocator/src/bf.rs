@@ -3,6 +3,7 @@
 //! time; blocks are split on allocation and merged with free neighbours on
 //! free.
 
+use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap as HashMap;
@@ -37,10 +38,27 @@ fn bin_of(size: usize) -> usize {
     log * SUBS + sub
 }
 
+/// A free block's place in its bin: the smallest first; among equal
+/// sizes, blocks of the most recently made segment first, then by address
+/// within the segment. The order never depends on where the vendor put a
+/// segment, so a replay gives the same result wherever memory lands.
+type Key = (usize, Reverse<u64>, usize, BlockId);
+
+/// The bin key of a free block.
+fn key(arena: &Arena, block: BlockId) -> Key {
+    let b = &arena.blocks[block];
+    (
+        b.size,
+        Reverse(arena.segments[b.segment].born),
+        b.addr,
+        block,
+    )
+}
+
 /// One stream's free blocks.
 struct StreamBins {
     occupied: [u64; WORDS],
-    bins: Vec<BTreeSet<(usize, usize, BlockId)>>,
+    bins: Vec<BTreeSet<Key>>,
 }
 
 impl StreamBins {
@@ -113,7 +131,10 @@ impl Policy for BestFit {
         let first = bin_of(size);
         // Best fit inside the request's own bin, else the smallest block of
         // the next occupied bin (every block there is larger than `size`).
-        let in_own = bins.bins[first].range((size, 0, 0)..).next().copied();
+        let in_own = bins.bins[first]
+            .range((size, Reverse(u64::MAX), 0, 0)..)
+            .next()
+            .copied();
         let found = match in_own {
             Some(entry) => (first, entry),
             None => {
@@ -127,31 +148,35 @@ impl Policy for BestFit {
         }
         bins.bins[bin].remove(&entry);
         bins.mark(bin);
-        Some(entry.2)
+        Some(entry.3)
     }
 
     fn insert(&mut self, arena: &Arena, block: BlockId) {
-        let b = &arena.blocks[block];
+        let key = key(arena, block);
         let bins = self
             .streams
             .entry(arena.stream_of(block))
             .or_insert_with(StreamBins::new);
-        let bin = bin_of(b.size);
-        bins.bins[bin].insert((b.size, b.addr, block));
+        let bin = bin_of(key.0);
+        bins.bins[bin].insert(key);
         bins.mark(bin);
     }
 
     fn remove(&mut self, arena: &Arena, block: BlockId) {
-        let b = &arena.blocks[block];
+        let key = key(arena, block);
         if let Some(bins) = self.streams.get_mut(&arena.stream_of(block)) {
-            let bin = bin_of(b.size);
-            bins.bins[bin].remove(&(b.size, b.addr, block));
+            let bin = bin_of(key.0);
+            bins.bins[bin].remove(&key);
             bins.mark(bin);
         }
     }
 
     fn should_split(&self, block_size: usize, size: usize) -> bool {
         block_size - size >= ALIGN && block_size < self.max_split
+    }
+
+    fn splits_from_end(&self, size: usize) -> bool {
+        size > SMALL
     }
 
     fn release_before_grow(&self) -> bool {
@@ -195,7 +220,7 @@ mod tests {
     fn next_occupied_finds_the_first_set_bit_across_words() {
         let mut b = StreamBins::new();
         assert_eq!(b.next_occupied(0), None);
-        b.bins[130].insert((1, 1, 1));
+        b.bins[130].insert((1, Reverse(1), 1, 1));
         b.mark(130);
         assert_eq!(b.next_occupied(0), Some(130));
         assert_eq!(b.next_occupied(130), Some(130));

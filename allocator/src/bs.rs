@@ -1,8 +1,6 @@
 //! `BS`: whole blocks cached in size bins, never split or merged: the
 //! shortest hit path, at the cost of memory.
 
-use rustc_hash::FxHashMap as HashMap;
-
 use dipu_stream::Stream;
 
 use crate::arena::{Arena, BlockId};
@@ -14,17 +12,39 @@ const STEPS: usize = 4;
 /// The smallest block.
 const MIN_BLOCK: usize = 512;
 
-/// Free blocks by (stream, bin size).
+/// Bins: sizes 512 B to 2^63 B, [`STEPS`] per power of two.
+const BINS: usize = (usize::BITS as usize - MIN_BLOCK.trailing_zeros() as usize) * STEPS;
+
+/// Free blocks by stream, then by bin (a bin holds blocks of one size).
 pub(crate) struct BinSize {
-    bins: HashMap<(Stream, usize), Vec<BlockId>>,
+    /// A device has a few streams: a linear search over them is cheaper
+    /// than hashing a stream on every call.
+    streams: Vec<(Stream, Box<[Vec<BlockId>]>)>,
 }
 
 impl BinSize {
     pub(crate) fn new() -> Self {
         BinSize {
-            bins: HashMap::default(),
+            streams: Vec::new(),
         }
     }
+
+    /// `stream`'s bins, if it has any.
+    #[inline]
+    fn bins_of(&mut self, stream: Stream) -> Option<&mut [Vec<BlockId>]> {
+        self.streams
+            .iter_mut()
+            .find(|(s, _)| *s == stream)
+            .map(|(_, bins)| &mut bins[..])
+    }
+}
+
+/// The bin of a size [`bin_size`] returned.
+#[inline]
+fn bin_index(size: usize) -> usize {
+    let log = (usize::BITS - 1 - size.leading_zeros()) as usize;
+    let step = (size >> (log - STEPS.trailing_zeros() as usize)) & (STEPS - 1);
+    (log - MIN_BLOCK.trailing_zeros() as usize) * STEPS + step
 }
 
 /// `bytes` rounded up to its bin: a multiple of a quarter of its power of two.
@@ -50,19 +70,30 @@ impl Policy for BinSize {
         size
     }
 
+    #[inline]
     fn take(&mut self, _arena: &Arena, size: usize, stream: Stream) -> Option<BlockId> {
-        self.bins.get_mut(&(stream, size))?.pop()
+        self.bins_of(stream)?[bin_index(size)].pop()
     }
 
+    #[inline]
     fn insert(&mut self, arena: &Arena, block: BlockId) {
-        let key = (arena.stream_of(block), arena.blocks[block].size);
-        self.bins.entry(key).or_default().push(block);
+        let stream = arena.stream_of(block);
+        let bin = bin_index(arena.blocks[block].size);
+        let bins = match self.streams.iter().position(|(s, _)| *s == stream) {
+            Some(i) => &mut self.streams[i].1,
+            None => {
+                self.streams
+                    .push((stream, (0..BINS).map(|_| Vec::new()).collect()));
+                &mut self.streams.last_mut().expect("just pushed").1
+            }
+        };
+        bins[bin].push(block);
     }
 
     fn remove(&mut self, arena: &Arena, block: BlockId) {
-        let key = (arena.stream_of(block), arena.blocks[block].size);
-        if let Some(bin) = self.bins.get_mut(&key) {
-            bin.retain(|&b| b != block);
+        let bin = bin_index(arena.blocks[block].size);
+        if let Some(bins) = self.bins_of(arena.stream_of(block)) {
+            bins[bin].retain(|&b| b != block);
         }
     }
 
@@ -85,7 +116,7 @@ impl Policy for BinSize {
 
 #[cfg(test)]
 mod tests {
-    use super::bin_size;
+    use super::{bin_index, bin_size, BINS};
 
     #[test]
     fn bins_waste_at_most_a_quarter() {
@@ -101,5 +132,24 @@ mod tests {
             let b = bin_size(bytes);
             assert!(b >= bytes && (b - bytes) * 4 <= b, "{bytes} -> {b}");
         }
+    }
+
+    #[test]
+    fn every_bin_size_has_its_own_index() {
+        let mut last = None;
+        let mut bytes = 1usize;
+        while bytes < 1 << 40 {
+            let size = bin_size(bytes);
+            let index = bin_index(size);
+            assert!(index < BINS);
+            match last {
+                Some((s, i)) if s == size => assert_eq!(i, index),
+                Some((_, i)) => assert_eq!(index, i + 1, "{size} follows the last bin"),
+                None => assert_eq!(index, 0),
+            }
+            last = Some((size, index));
+            bytes = size + 1;
+        }
+        assert_eq!(bin_index(bin_size(usize::MAX / 2)), BINS - super::STEPS);
     }
 }

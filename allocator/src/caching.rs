@@ -402,10 +402,19 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 None => st.grow(size, stream, bytes)?,
             },
         };
+        let mut block = block;
         let block_size = st.arena.blocks[block].size;
         if block_size > size && st.policy.should_split(block_size, size) {
-            let rest = st.arena.split(block, size);
-            st.index(rest);
+            // (Not in an expandable segment: its free tail is unmapped
+            // address space, and blocks there grow upwards.)
+            if st.expandable.is_none() && st.policy.splits_from_end(size) {
+                let tail = st.arena.split(block, block_size - size);
+                st.index(block);
+                block = tail;
+            } else {
+                let rest = st.arena.split(block, size);
+                st.index(rest);
+            }
         }
         st.arena.blocks[block].used = Use::Allocated;
         if let Err(e) = st.map_for(block) {

@@ -32,6 +32,14 @@ pub(crate) trait Policy: Send + 'static {
     /// rest staying cached.
     fn should_split(&self, block_size: usize, size: usize) -> bool;
 
+    /// Whether a block of `size` is cut from the end of the free block it
+    /// splits rather than from its start: large blocks at the top of a
+    /// segment and small ones at the bottom, so that the small blocks,
+    /// which live long here, do not pin holes between large ones.
+    fn splits_from_end(&self, _size: usize) -> bool {
+        false
+    }
+
     /// Whether a freed block merges with its free neighbours.
     fn merges(&self) -> bool {
         true
