@@ -27,18 +27,23 @@
 //!   elements) is reduced by rank r, in rank order (bitwise the result of
 //!   the staged kernels); reduce_scatter: rank r's part; reduce: the root
 //!   reduces all; all_gather, broadcast: copies. Then it consumes `g1`.
-//! - all_reduce's phase 2, once every rank consumed `g1` (no send buffer
-//!   is read any more; every reduced block is final): the rank copies
-//!   block p from peer p's *receive* buffer into its own, for every p, and
-//!   posts `gL`; once every rank posted `gL` nobody reads its buffers any
-//!   more: it consumes `gL` and is done.
+//! - all_reduce runs its two phases chunk by chunk, interleaved: the rank
+//!   reduces the next chunk of its block and publishes how many chunks of
+//!   it are final (its progress word, tagged with `g1`); and it copies
+//!   chunk k of block p from peer p's *receive* buffer into its own once
+//!   p published more than k chunks (p no longer reads chunk k of this
+//!   rank's block p either). A chunk is copied soon after it was reduced,
+//!   while it is still in the caches. When all is copied the rank posts
+//!   `gL`; once every rank posted `gL` nobody reads its buffers any more:
+//!   it consumes `gL` and is done.
 //! - The other kinds are done once every rank consumed `g1` (nobody reads
 //!   their buffers any more); posted and consumed then jump to `gL`.
 //!
-//! In place (send = receive buffer): in phase 1 rank r writes block r of
-//! its buffer and reads block r of the peers' (which they do not write);
-//! in phase 2 it writes blocks p != r of its buffer, which no peer reads
-//! any more, and reads block p of peer p's, which p no longer writes
+//! In place (send = receive buffer): rank r writes chunk k of block r of
+//! its buffer and reads chunk k of block r of the peers' (which they do
+//! not write before r published chunk k); it writes chunk k of block p of
+//! its buffer only after p published chunk k (so p no longer reads it),
+//! and reads chunk k of block p of peer p's, which p no longer writes
 //! (reduce_scatter and all_gather in place work alike: a rank writes
 //! only the part of its buffer no peer reads).
 //!
@@ -128,6 +133,11 @@ const PIECE_MAX: usize = 256 << 10;
 const COPY_PIECE: usize = 1 << 20;
 /// Bytes per `process_vm_readv` straight into a receive buffer.
 const REMOTE_PIECE: usize = 4 << 20;
+/// Bytes of one chunk of all_reduce's pipeline (small enough to be still
+/// cached when a peer copies it).
+const PIPE_CHUNK: usize = 256 << 10;
+/// Bits of a progress word that count chunks; the step is above them.
+const PROGRESS_BITS: u32 = 24;
 
 #[cfg(test)]
 thread_local! {
@@ -174,7 +184,7 @@ struct Peer {
 enum Stage {
     Post,
     Phase1,
-    Phase2,
+    Pipeline,
     Finish,
     Done,
 }
@@ -196,6 +206,10 @@ pub(crate) struct Direct {
     /// The registries of this rank and its peers of this process, in
     /// address order (the order they are locked in).
     mems: Vec<Arc<Memory>>,
+    /// all_reduce: the chunks of this rank's block reduced so far, and of
+    /// each peer's block copied so far.
+    reduced: usize,
+    copied: Vec<usize>,
 }
 
 type Guards<'a> = Vec<(usize, RwLockReadGuard<'a, Regions>)>;
@@ -221,6 +235,8 @@ impl Direct {
             stage: Stage::Post,
             peers: Vec::new(),
             mems: Vec::new(),
+            reduced: 0,
+            copied: Vec::new(),
         }
     }
 
@@ -231,7 +247,7 @@ impl Direct {
             let moved = match self.stage {
                 Stage::Post => self.try_post(),
                 Stage::Phase1 => self.try_phase1(),
-                Stage::Phase2 => self.try_phase2(),
+                Stage::Pipeline => self.try_pipeline(),
                 Stage::Finish => self.try_finish(),
                 Stage::Done => return Ok(Progress::Done),
             }?;
@@ -304,26 +320,112 @@ impl Direct {
         }
         check_signatures(&self.comm, &self.desc, g)?;
         self.resolve().map_err(|e| self.context(e))?;
+        if self.spec.kind == Kind::AllReduce {
+            self.copied = vec![0; self.comm.world];
+            self.stage = Stage::Pipeline;
+            return Ok(true);
+        }
         self.phase1().map_err(|e| self.context(e))?;
         self.settle()?;
         self.me().consumed.0.store(g, Ordering::Release);
-        self.stage = if self.spec.kind == Kind::AllReduce {
-            Stage::Phase2
-        } else {
-            Stage::Finish
-        };
+        self.stage = Stage::Finish;
         Ok(true)
     }
 
-    fn try_phase2(&mut self) -> Result<bool> {
-        if !self.all(|c| c.consumed.0.load(Ordering::Acquire) >= self.first) {
-            return Ok(false);
+    /// all_reduce's two phases, chunk by chunk (see the module's text):
+    /// as much as can be done now.
+    fn try_pipeline(&mut self) -> Result<bool> {
+        let (me, world) = (self.comm.rank, self.comm.world);
+        let mut moved = false;
+        loop {
+            let mut did = false;
+            if self.reduced < self.chunks(me) {
+                self.reduce_chunk(self.reduced)
+                    .map_err(|e| self.context(e))?;
+                self.reduced += 1;
+                let word = (self.first << PROGRESS_BITS) | self.reduced as u64;
+                self.me().progress.0.store(word, Ordering::Release);
+                did = true;
+            }
+            for p in (0..world).filter(|p| *p != me) {
+                let k = self.copied[p];
+                if k < self.chunks(p) && self.progress_of(p) > k {
+                    self.copy_chunk(p, k).map_err(|e| self.context(e))?;
+                    self.copied[p] += 1;
+                    did = true;
+                }
+            }
+            if !did {
+                break;
+            }
+            moved = true;
         }
-        self.phase2().map_err(|e| self.context(e))?;
+        let copied_all = (0..world).all(|p| p == me || self.copied[p] == self.chunks(p));
+        if self.reduced < self.chunks(me) || !copied_all {
+            return Ok(moved);
+        }
         self.settle()?;
-        self.me().posted.0.store(self.last, Ordering::Release);
+        let counters = self.me();
+        counters.consumed.0.store(self.first, Ordering::Release);
+        counters.posted.0.store(self.last, Ordering::Release);
         self.stage = Stage::Finish;
         Ok(true)
+    }
+
+    /// Chunks of rank `p`'s block of an all_reduce.
+    fn chunks(&self, p: usize) -> usize {
+        let (start, end) = self.block(p);
+        (end - start).div_ceil(self.chunk_elems())
+    }
+
+    fn chunk_elems(&self) -> usize {
+        PIPE_CHUNK / self.elem
+    }
+
+    /// Elements `start..end` of chunk `k` of rank `p`'s block.
+    fn chunk(&self, p: usize, k: usize) -> (usize, usize) {
+        let (start, end) = self.block(p);
+        let from = start + k * self.chunk_elems();
+        (from, (from + self.chunk_elems()).min(end))
+    }
+
+    /// How many chunks of its block rank `p` published in this operation.
+    fn progress_of(&self, p: usize) -> usize {
+        let word = self.comm.seg().coll(p).progress.0.load(Ordering::Acquire);
+        if word >> PROGRESS_BITS == self.first {
+            (word & ((1 << PROGRESS_BITS) - 1)) as usize
+        } else {
+            0
+        }
+    }
+
+    /// Reduces chunk `k` of this rank's block. In place, the result is
+    /// written through the caches (its lines were just read, and the
+    /// peers read it next); otherwise, when streaming, around them.
+    fn reduce_chunk(&self, k: usize) -> Result<()> {
+        let (start, end) = self.chunk(self.comm.rank, k);
+        let e = self.elem;
+        let streaming = self.streaming && self.spec.send != self.spec.recv;
+        self.reduce(
+            start * e,
+            end - start,
+            self.spec.recv + start * e,
+            streaming,
+        )?;
+        if streaming {
+            nt::fence(); // the stores are seen before the progress word
+        }
+        Ok(())
+    }
+
+    /// Copies chunk `k` of rank `p`'s reduced block into this rank's
+    /// receive buffer.
+    fn copy_chunk(&self, p: usize, k: usize) -> Result<()> {
+        let (start, end) = self.chunk(p, k);
+        let e = self.elem;
+        let src = self.peers[p].recv + start * e;
+        let dst = self.spec.recv + start * e;
+        self.fetch(p, ("receive", src), dst, (end - start) * e)
     }
 
     fn try_finish(&mut self) -> Result<bool> {
@@ -429,12 +531,8 @@ impl Direct {
         let (me, s, e) = (self.comm.rank, &self.spec, self.elem);
         let n = s.count;
         match s.kind {
-            Kind::AllReduce => {
-                let (start, end) = self.block(me);
-                self.reduce(start * e, end - start, s.recv + start * e)
-            }
-            Kind::ReduceScatter => self.reduce(me * n * e, n, s.recv),
-            Kind::Reduce if me == s.root => self.reduce(0, n, s.recv),
+            Kind::ReduceScatter => self.reduce(me * n * e, n, s.recv, self.streaming),
+            Kind::Reduce if me == s.root => self.reduce(0, n, s.recv, self.streaming),
             Kind::AllGather => {
                 for p in 0..self.comm.world {
                     let dst = s.recv + p * n * e;
@@ -450,20 +548,6 @@ impl Direct {
             }
             _ => Ok(()),
         }
-    }
-
-    /// all_reduce: the other ranks' reduced blocks.
-    fn phase2(&self) -> Result<()> {
-        let (me, e) = (self.comm.rank, self.elem);
-        for p in (0..self.comm.world).filter(|p| *p != me) {
-            let (start, end) = self.block(p);
-            if end > start {
-                let src = self.peers[p].recv + start * e;
-                let dst = self.spec.recv + start * e;
-                self.fetch(p, ("receive", src), dst, (end - start) * e)?;
-            }
-        }
-        Ok(())
     }
 
     /// Read guards of the registries `which` (indices into `mems`), taken
@@ -606,8 +690,9 @@ impl Direct {
     }
 
     /// Reduces `count` elements at byte `at` of every rank's send buffer,
-    /// in rank order, into this rank's receive buffer at `dst`.
-    fn reduce(&self, at: usize, count: usize, dst: usize) -> Result<()> {
+    /// in rank order, into this rank's receive buffer at `dst` (`streaming`:
+    /// with non-temporal stores).
+    fn reduce(&self, at: usize, count: usize, dst: usize, streaming: bool) -> Result<()> {
         let kernel = self
             .kernel
             .ok_or_else(|| Error::invalid_argument("no reduction given"))?;
@@ -676,7 +761,7 @@ impl Direct {
             // block no rank writes in this phase; `out` is live receive memory
             // (checked, locked) that overlaps no term but this rank's own
             // send buffer exactly, in place, which the kernel allows.
-            unsafe { kernel(&terms[..world], out as *mut u8, len, self.streaming) };
+            unsafe { kernel(&terms[..world], out as *mut u8, len, streaming) };
             drop(guards);
             start += len;
         }
