@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Once};
 use std::thread::ThreadId;
+use std::time::Duration;
+#[cfg(not(target_os = "linux"))]
 use std::time::Instant;
 
 use dipu_deviceapi::{Error, ErrorKind};
@@ -31,28 +33,72 @@ pub(crate) struct Record {
     pub(crate) seq: u64,
     /// The allocating thread (its name, if any, in [`THREAD_NAMES`]).
     pub(crate) thread: ThreadId,
-    pub(crate) time: Instant,
+    /// When, on [`now`]'s clock.
+    pub(crate) time: u64,
     /// Boxed: a record moves through the maps on every allocation and
     /// free, and most are taken without a backtrace.
     pub(crate) backtrace: Option<Box<Trace>>,
 }
 
-/// One recent free.
-struct Freed {
+/// How an allocation was freed.
+struct Free {
+    seq: u64,
+    thread: ThreadId,
+    backtrace: Option<Box<Trace>>,
+}
+
+/// One allocation, live or recently freed: a free marks the entry in
+/// place, so an allocation and a free each cost one map operation (and a
+/// free one more, to forget the oldest recent free).
+struct Entry {
     record: Record,
-    free_seq: u64,
-    free_thread: ThreadId,
-    free_backtrace: Option<Box<Trace>>,
+    /// `None` while live.
+    free: Option<Free>,
 }
 
 #[derive(Default)]
 struct Shard {
-    live: FxHashMap<usize, Record>,
-    /// Bytes of `live`, kept under the shard's lock (no global counters on
-    /// the allocation path).
+    /// Live and recently freed allocations, by address.
+    map: FxHashMap<usize, Entry>,
+    /// Live entries of `map` and their bytes, kept under the shard's lock
+    /// (no global counters on the allocation path).
+    live: usize,
     live_bytes: u64,
-    freed: FxHashMap<usize, Freed>,
+    /// The recent frees, oldest first: (address, free sequence number).
     order: VecDeque<(usize, u64)>,
+}
+
+impl Shard {
+    fn live(&self) -> impl Iterator<Item = (usize, &Record)> {
+        self.map
+            .iter()
+            .filter(|(_, e)| e.free.is_none())
+            .map(|(&ptr, e)| (ptr, &e.record))
+    }
+}
+
+/// A monotonic clock in nanoseconds for the records' ages, cheap enough
+/// for every allocation: on Linux `CLOCK_MONOTONIC_COARSE` (the last
+/// timer tick, a few milliseconds of resolution, read from the vDSO
+/// without the TSC), elsewhere `Instant`.
+pub(crate) fn now() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+        (ts.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(ts.tv_nsec as u64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+        EPOCH.elapsed().as_nanos() as u64
+    }
 }
 
 static SHARD_MAPS: LazyLock<[Mutex<Shard>; SHARDS]> =
@@ -159,16 +205,19 @@ pub fn on_alloc(ptr: usize, size: usize, location: Location, stream: Option<Stre
         stream,
         seq,
         thread: current_thread(),
-        time: Instant::now(),
+        time: now(),
         backtrace: capture(),
     };
     {
-        let mut s = shard(ptr).lock();
-        s.freed.remove(&ptr);
-        if let Some(old) = s.live.insert(ptr, record) {
+        let mut guard = shard(ptr).lock();
+        let s = &mut *guard;
+        let entry = Entry { record, free: None };
+        match s.map.insert(ptr, entry) {
             // Not freed through the runtime (e.g. a record from before a
-            // disable/enable cycle): keep the bytes right.
-            s.live_bytes -= old.size as u64;
+            // disable/enable cycle): keep the counts right.
+            Some(old) if old.free.is_none() => s.live_bytes -= old.record.size as u64,
+            // New, or a recent free of the same address, forgotten now.
+            _ => s.live += 1,
         }
         s.live_bytes += size as u64;
     }
@@ -190,7 +239,7 @@ pub fn on_alloc(ptr: usize, size: usize, location: Location, stream: Option<Stre
 fn totals() -> (usize, u64) {
     SHARD_MAPS.iter().fold((0, 0), |(blocks, bytes), m| {
         let s = m.lock();
-        (blocks + s.live.len(), bytes + s.live_bytes)
+        (blocks + s.live, bytes + s.live_bytes)
     })
 }
 
@@ -202,28 +251,29 @@ pub fn on_free(ptr: usize) {
         return;
     }
     let free_backtrace = capture();
-    let mut s = shard(ptr).lock();
-    let Some(record) = s.live.remove(&ptr) else {
+    let mut guard = shard(ptr).lock();
+    let s = &mut *guard;
+    // Unknown, or already freed (the first free is kept).
+    let Some(entry) = s.map.get_mut(&ptr).filter(|e| e.free.is_none()) else {
         return;
     };
-    s.live_bytes -= record.size as u64;
+    s.live -= 1;
+    s.live_bytes -= entry.record.size as u64;
     let free_seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    s.freed.insert(
-        ptr,
-        Freed {
-            record,
-            free_seq,
-            free_thread: current_thread(),
-            free_backtrace,
-        },
-    );
+    entry.free = Some(Free {
+        seq: free_seq,
+        thread: current_thread(),
+        backtrace: free_backtrace,
+    });
     s.order.push_back((ptr, free_seq));
     while s.order.len() > FREED_PER_SHARD {
         let Some((old, seq)) = s.order.pop_front() else {
             break;
         };
-        if s.freed.get(&old).is_some_and(|f| f.free_seq == seq) {
-            s.freed.remove(&old);
+        // Unless allocated again, or freed again since.
+        let this_free = |e: &Entry| e.free.as_ref().is_some_and(|f| f.seq == seq);
+        if s.map.get(&old).is_some_and(this_free) {
+            s.map.remove(&old);
         }
     }
 }
@@ -259,24 +309,27 @@ fn trace(label: &str, bt: Option<&Trace>) -> String {
 fn explain(ptr: usize, what: &str) -> String {
     {
         let s = shard(ptr).lock();
-        if let Some(f) = s.freed.get(&ptr) {
+        if let Some(Entry {
+            record,
+            free: Some(f),
+        }) = s.map.get(&ptr)
+        {
             return format!(
                 "{what} {ptr:#x} was already freed (free #{} by thread {}); allocation {}{}{}",
-                f.free_seq,
-                report::thread_name(f.free_thread),
-                describe(ptr, &f.record),
-                trace("first freed at", f.free_backtrace.as_deref()),
-                trace("allocated at", f.record.backtrace.as_deref()),
+                f.seq,
+                report::thread_name(f.thread),
+                describe(ptr, record),
+                trace("first freed at", f.backtrace.as_deref()),
+                trace("allocated at", record.backtrace.as_deref()),
             );
         }
     }
     for m in SHARD_MAPS.iter() {
         let s = m.lock();
-        if let Some((&start, r)) = s
-            .live
-            .iter()
-            .find(|(&start, r)| ptr >= start && ptr < start + r.size.max(1))
-        {
+        let inside = s
+            .live()
+            .find(|&(start, r)| ptr >= start && ptr < start + r.size.max(1));
+        if let Some((start, r)) = inside {
             return format!(
                 "{what} {ptr:#x} is {} bytes inside the live allocation {}{}",
                 ptr - start,
@@ -354,7 +407,8 @@ pub(crate) fn report() -> Report {
     let mut blocks = Vec::new();
     for m in SHARD_MAPS.iter() {
         let s = m.lock();
-        for (&ptr, r) in &s.live {
+        let now = now();
+        for (ptr, r) in s.live() {
             blocks.push((
                 Block {
                     ptr,
@@ -362,7 +416,7 @@ pub(crate) fn report() -> Report {
                     location: r.location,
                     stream: r.stream.map(|s| format!("{s:?}")),
                     seq: r.seq,
-                    age: r.time.elapsed(),
+                    age: Duration::from_nanos(now.saturating_sub(r.time)),
                     thread: report::thread_name(r.thread),
                 },
                 r.backtrace.as_deref().copied(),
