@@ -57,10 +57,38 @@ mod fast {
     }
 
     impl Objects {
-        fn knows(&self, addr: u64) -> bool {
+        /// Whether `addr` is in an object with unwind information; `hot`
+        /// is the index of the range that held the last address (most
+        /// frames are in one object), tried first.
+        fn knows_from(&self, addr: u64, hot: &mut usize) -> bool {
+            if self.text.get(*hot).is_some_and(|r| r.contains(&addr)) {
+                return true;
+            }
             let i = self.text.partition_point(|r| r.start <= addr);
-            i > 0 && addr < self.text[i - 1].end
+            if i > 0 && addr < self.text[i - 1].end {
+                *hot = i - 1;
+                return true;
+            }
+            false
         }
+
+        #[cfg(test)]
+        fn knows(&self, addr: u64) -> bool {
+            self.knows_from(addr, &mut 0)
+        }
+    }
+
+    /// framehop's rule cache is direct-mapped (the address modulo 509
+    /// slots): two hot addresses in one slot would miss on every capture,
+    /// each miss a DWARF CFI search and evaluation, and which addresses
+    /// meet in a slot changes with the load address. Each address is
+    /// given one of several caches by another hash of it, so such a pair
+    /// usually lands in different caches.
+    const CACHES: usize = 8;
+
+    fn cache_for(caches: &mut [Option<Box<CacheX86_64>>; CACHES], addr: u64) -> &mut CacheX86_64 {
+        let i = (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61) as usize;
+        caches[i % CACHES].get_or_insert_with(|| Box::new(CacheX86_64::new()))
     }
 
     /// The latest scan, shared by the threads (each keeps an `Arc` to it).
@@ -72,7 +100,10 @@ mod fast {
     struct Local {
         objects: Arc<Objects>,
         generation: u64,
-        cache: CacheX86_64,
+        /// Rule caches, created on first use (see [`CACHES`]).
+        caches: [Option<Box<CacheX86_64>>; CACHES],
+        /// The text range of the last address seen.
+        hot: usize,
         /// This thread's stack.
         stack: Range<u64>,
     }
@@ -138,7 +169,8 @@ mod fast {
             Some(Local {
                 objects,
                 generation,
-                cache: CacheX86_64::new(),
+                caches: Default::default(),
+                hot: 0,
                 stack,
             })
         }
@@ -149,7 +181,7 @@ mod fast {
             }
             // Not on this thread's stack (a signal stack, a coroutine's),
             // or in code without unwind information: the fallback.
-            if !self.stack.contains(&sp) || !self.objects.knows(pc) {
+            if !self.stack.contains(&sp) || !self.objects.knows_from(pc, &mut self.hot) {
                 return None;
             }
             // Everything from the capture's stack pointer to the top of
@@ -176,10 +208,11 @@ mod fast {
             let mut n = 0;
             while n < ips.len() {
                 let last_sp = regs.sp();
+                let cache = cache_for(&mut self.caches, address.address());
                 let ra = match self.objects.unwinder.unwind_frame(
                     address,
                     &mut regs,
-                    &mut self.cache,
+                    cache,
                     &mut read_stack,
                 ) {
                     Ok(Some(ra)) => ra,
@@ -190,7 +223,7 @@ mod fast {
                 if regs.sp() <= last_sp {
                     break;
                 }
-                if !self.objects.knows(ra) {
+                if !self.objects.knows_from(ra, &mut self.hot) {
                     if rescanned {
                         break;
                     }
@@ -201,7 +234,7 @@ mod fast {
                         }
                         None => break,
                     }
-                    if !self.objects.knows(ra) {
+                    if !self.objects.knows_from(ra, &mut self.hot) {
                         break;
                     }
                 }
