@@ -10,8 +10,10 @@
 //! shutdown, on demand ([`report`]) and at process exit.
 //!
 //! When disabled the allocation path pays one relaxed atomic load
-//! ([`enabled`]) and nothing else. Backtraces are captured unresolved (a
-//! few microseconds) and resolved only when a report is written.
+//! ([`enabled`]) and nothing else. Backtraces are captured unresolved
+//! (return addresses, by a caching unwinder where there is one: under a
+//! microsecond for a call site seen before) and resolved only when a
+//! report is written.
 //!
 //! ```
 //! use dipu_memcheck::{Location, MemCheck};

@@ -117,7 +117,7 @@ fn shard(ptr: usize) -> &'static Mutex<Shard> {
 
 /// Frames captured per backtrace (from the capture point: dipu's own
 /// frames, then the caller's). Unwinding costs per frame; a bound keeps
-/// capture at a few microseconds whatever the depth of the stack.
+/// a capture's cost the same whatever the depth of the stack.
 pub const MAX_FRAMES: usize = 16;
 
 /// An unresolved backtrace: the return addresses of the innermost
