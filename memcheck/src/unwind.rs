@@ -80,10 +80,10 @@ mod fast {
 
     /// framehop's rule cache is direct-mapped (the address modulo 509
     /// slots): two hot addresses in one slot would miss on every capture,
-    /// each miss a DWARF CFI search and evaluation, and which addresses
-    /// meet in a slot changes with the load address. Each address is
-    /// given one of several caches by another hash of it, so such a pair
-    /// usually lands in different caches.
+    /// each miss a DWARF CFI search and evaluation (which addresses of
+    /// two objects meet in a slot changes with their load addresses).
+    /// Each address is given one of several caches by another hash of
+    /// it, so such a pair usually lands in different caches.
     const CACHES: usize = 8;
 
     fn cache_for(caches: &mut [Option<Box<CacheX86_64>>; CACHES], addr: u64) -> &mut CacheX86_64 {
