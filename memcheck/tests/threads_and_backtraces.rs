@@ -100,3 +100,46 @@ fn a_double_free_shows_the_first_free_with_its_thread_and_backtrace() {
         "{message}"
     );
 }
+
+#[inline(never)]
+fn leak_from_worker(ptr: usize) {
+    on_alloc(ptr, 64, Location::Device(0), None);
+    std::hint::black_box(ptr);
+}
+
+#[test]
+fn eight_threads_capture_at_once_and_every_trace_names_its_caller() {
+    let _serial = SERIAL.lock().unwrap();
+    MemCheck::clear();
+    MemCheck::enable(true);
+    let base = 0x5400_0000usize;
+    std::thread::scope(|s| {
+        for t in 0..8usize {
+            s.spawn(move || {
+                for i in 0..500usize {
+                    let ptr = base + (t * 1000 + i) * 256;
+                    if i % 5 == 0 {
+                        // Kept: reported with its backtrace.
+                        leak_from_worker(ptr);
+                    } else {
+                        allocate_in_named_function(ptr);
+                        free_in_named_function(ptr);
+                    }
+                }
+            });
+        }
+    });
+    let r = report();
+    MemCheck::disable();
+    MemCheck::clear();
+    assert_eq!(r.blocks, 8 * 100);
+    // One call site: one group, whose innermost frame is that function.
+    assert_eq!(r.groups.len(), 1, "{r}");
+    let frames = &r.groups[0].frames;
+    assert!(
+        frames[0]
+            .function
+            .ends_with("threads_and_backtraces::leak_from_worker"),
+        "{r}"
+    );
+}
