@@ -231,6 +231,7 @@ impl ProcessGroup {
         let mut end = Event::new(inner.ctx, EventFlag::Timing);
         end.record(&comm.stream)?;
         *batch.work.events.lock() = Some((batch.start, end));
+        *batch.work.end_stream.lock() = Some(comm.stream);
         inner.watch(Arc::clone(&batch.work));
         Ok(inner.work(batch.work))
     }
@@ -292,6 +293,7 @@ impl Inner {
             ctx: self.ctx,
             comms,
             events: Mutex::new(None),
+            end_stream: Mutex::new(None),
             outcome: outcome::Outcome::default(),
         })
     }

@@ -5,10 +5,36 @@ use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{DeviceContext, DeviceGuard, Event, Stream};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::comms::Comm;
 use super::outcome::{Outcome, State};
+
+/// How long a host waiter sleeps at most before looking at the
+/// operation's state again (it is woken as soon as the stream passes it).
+const SIGNAL_SLICE: Duration = Duration::from_millis(10);
+
+/// A flag a stream callback sets, waking the waiters.
+#[derive(Default)]
+struct Signal {
+    set: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Signal {
+    fn set(&self) {
+        *self.set.lock() = true;
+        self.wake.notify_all();
+    }
+
+    /// Sleeps until the flag is set or `limit` passes.
+    fn wait(&self, limit: Duration) {
+        let mut set = self.set.lock();
+        if !*set {
+            self.wake.wait_for(&mut set, limit);
+        }
+    }
+}
 
 /// What the group knows about one operation in flight.
 #[derive(Debug)]
@@ -25,6 +51,8 @@ pub(crate) struct WorkState {
     /// Recorded before and after the op on the communication stream; `None`
     /// until a coalesced batch ends.
     pub(crate) events: Mutex<Option<(Event, Event)>>,
+    /// The communication stream the end event is recorded on.
+    pub(crate) end_stream: Mutex<Option<Stream>>,
     pub(crate) outcome: Outcome,
 }
 
@@ -159,11 +187,19 @@ impl Work {
     /// Waits on the host until the operation finishes or `timeout` passes.
     /// A timeout fails the operation (and, as the watchdog would, aborts
     /// the group's communicators): `ErrorKind::Timeout` naming the op.
+    ///
+    /// The waiter sleeps until a callback queued behind the operation on
+    /// the communication stream wakes it, looking at the operation's state
+    /// at least every 10 ms meanwhile (a failure, the timeout).
     pub fn wait_host(&self, timeout: Duration) -> Result<()> {
         if self.state.events.lock().is_none() && !self.state.outcome.is_settled() {
             return Err(self.batch_open());
         }
         let start = Instant::now();
+        let signal = match self.state.poll() {
+            true => None,
+            false => self.arm_signal(),
+        };
         let mut pause = Duration::from_micros(20);
         loop {
             if self.state.poll() {
@@ -178,9 +214,33 @@ impl Work {
                 (self.on_failure)(&self.state, error);
                 return self.check_failed();
             }
-            std::thread::sleep(pause.min(timeout.saturating_sub(now.duration_since(start))));
-            pause = (pause * 2).min(Duration::from_millis(2));
+            let left = timeout.saturating_sub(now.duration_since(start));
+            match &signal {
+                Some(signal) => signal.wait(left.min(SIGNAL_SLICE)),
+                None => {
+                    // No callback could be queued: poll, backing off.
+                    std::thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_millis(2));
+                }
+            }
         }
+    }
+
+    /// Queues a callback behind the operation on its communication stream
+    /// that sets the returned signal; `None` if it cannot be queued.
+    fn arm_signal(&self) -> Option<Arc<Signal>> {
+        let stream = (*self.state.end_stream.lock())?;
+        let signal = Arc::new(Signal::default());
+        let set = Arc::clone(&signal);
+        let ctx = self.state.ctx;
+        let _guard = DeviceGuard::new(ctx, self.state.device).ok()?;
+        // SAFETY: a live stream of the group's device (the group keeps its
+        // communication streams); the callback calls no vendor function.
+        let queued = unsafe {
+            ctx.api()
+                .launch_host_func(stream.raw(), Box::new(move || set.set()))
+        };
+        queued.ok().map(|()| signal)
     }
 
     /// Device time the operation took (from the events around it on the

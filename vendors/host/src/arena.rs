@@ -208,7 +208,8 @@ impl FreeRanges {
     }
 }
 
-/// A peer process's arena, mapped read-only here.
+/// A peer process's arena, mapped here (read-write: an all_reduce writes
+/// its reduced block into the peers' buffers).
 #[derive(Debug)]
 pub(crate) struct PeerArena {
     base: usize,
@@ -225,7 +226,11 @@ impl PeerArena {
     /// to read its descriptors: the rule `process_vm_readv` follows too).
     pub(crate) fn open(pid: i32, identity: Identity) -> std::result::Result<PeerArena, String> {
         let path = format!("/proc/{pid}/fd/{}", identity.fd);
-        let file = std::fs::File::open(&path).map_err(|e| format!("opening {path}: {e}"))?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("opening {path}: {e}"))?;
         let stat = fstat(file.as_raw_fd()).map_err(|e| format!("fstat of {path}: {e}"))?;
         if stat.st_ino != identity.inode || stat.st_size as u64 != identity.size {
             return Err(format!(
@@ -234,15 +239,15 @@ impl PeerArena {
         }
         let size = usize::try_from(identity.size).map_err(|e| e.to_string())?;
         let length = NonZeroUsize::new(size).ok_or("an empty arena")?;
-        // SAFETY: a new read-only shared mapping of the peer's file, at an
-        // address the kernel chooses; the file is `size` bytes long and
-        // never shrinks (its owner only punches holes), so no read of the
-        // mapping can fault.
+        // SAFETY: a new shared mapping of the peer's file, at an address the
+        // kernel chooses; the file is `size` bytes long and never shrinks
+        // (its owner only punches holes), so no access to the mapping can
+        // fault.
         let base = unsafe {
             mmap(
                 None,
                 length,
-                ProtFlags::PROT_READ,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
                 MapFlags::MAP_SHARED | MapFlags::MAP_NORESERVE,
                 &file,
                 0,

@@ -81,7 +81,7 @@ pub(crate) fn reduce_out(
     // with `count` elements that their writers leave alone until this rank
     // consumes the step; `dst` is live device memory for `count` elements
     // (checked under the read lock held across the call) and no slot.
-    unsafe { kernel(terms, dst as *mut u8, count, streaming) };
+    unsafe { kernel(terms, &[dst as *mut u8], count, streaming) };
     if streaming {
         nt::fence();
     }

@@ -1,5 +1,5 @@
-//! Cross-memory attach: reading another process's memory with
-//! `process_vm_readv` (Linux; needs the permission to ptrace-read the
+//! Cross-memory attach: reading and writing another process's memory with
+//! `process_vm_readv` and `process_vm_writev` (Linux; needs the permission to ptrace-read the
 //! peer: the same user and no Yama restriction, or CAP_SYS_PTRACE).
 
 use nix::errno::Errno;
@@ -28,6 +28,58 @@ pub(crate) unsafe fn read(
         }
     }
     Ok(())
+}
+
+/// Copies `len` bytes at `local` to `remote` in process `pid`; a short
+/// transfer is continued until all bytes are out or the kernel fails.
+///
+/// # Safety
+/// `local` must be readable for `len` bytes that nothing writes meanwhile.
+/// (`remote` is checked by the kernel: an unmapped range is `EFAULT`.)
+pub(crate) unsafe fn write(
+    pid: i32,
+    remote: usize,
+    local: *const u8,
+    len: usize,
+) -> Result<(), Errno> {
+    let mut done = 0;
+    while done < len {
+        // SAFETY: the caller's contract, for the part not written yet.
+        match unsafe { write_once(pid, remote + done, local.add(done), len - done) } {
+            Ok(0) => return Err(Errno::EFAULT),
+            Ok(n) => done += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+unsafe fn write_once(
+    pid: i32,
+    remote: usize,
+    local: *const u8,
+    len: usize,
+) -> Result<usize, Errno> {
+    use nix::libc;
+    let local = libc::iovec {
+        iov_base: local as *mut libc::c_void,
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: remote as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: one local iovec the kernel only reads; the remote range is
+    // checked by the kernel against the other process's mappings.
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    usize::try_from(n).map_err(|_| Errno::last())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+unsafe fn write_once(_: i32, _: usize, _: *const u8, _: usize) -> Result<usize, Errno> {
+    Err(Errno::ENOSYS)
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -77,6 +129,13 @@ mod tests {
         assert_eq!(dst, src);
         // SAFETY: as above; address 8 is never mapped.
         let e = unsafe { read(pid, 8, dst.as_mut_ptr(), 8) }.unwrap_err();
+        assert_eq!(e, Errno::EFAULT);
+        let mut back = vec![0u8; src.len()];
+        // SAFETY: `src` is readable for its length; `back` is ours.
+        unsafe { write(pid, back.as_mut_ptr() as usize, src.as_ptr(), src.len()) }.unwrap();
+        assert_eq!(back, src);
+        // SAFETY: as above; address 8 is never mapped.
+        let e = unsafe { write(pid, 8, src.as_ptr(), 8) }.unwrap_err();
         assert_eq!(e, Errno::EFAULT);
         assert_ne!(probe_value("/a", 0), probe_value("/a", 1));
         assert_ne!(probe_value("/a", 0), probe_value("/b", 0));

@@ -22,30 +22,25 @@
 //! - Post `g1`: the rank writes its send and receive addresses and the
 //!   signature into its slot of `g1` (its buffers hold the input).
 //! - Phase 1, once every rank posted `g1`: signatures compared; the rank
-//!   reads what it needs of the peers' *send* buffers and writes its own
-//!   receive buffer only. all_reduce: block r (of about count / world
-//!   elements) is reduced by rank r, in rank order (bitwise the result of
-//!   the staged kernels); reduce_scatter: rank r's part; reduce: the root
-//!   reduces all; all_gather, broadcast: copies. Then it consumes `g1`.
-//! - all_reduce runs its two phases chunk by chunk, interleaved: the rank
-//!   reduces the next chunk of its block and publishes how many chunks of
-//!   it are final (its progress word, tagged with `g1`); and it copies
-//!   chunk k of block p from peer p's *receive* buffer into its own once
-//!   p published more than k chunks (p no longer reads chunk k of this
-//!   rank's block p either). A chunk is copied soon after it was reduced,
-//!   while it is still in the caches. When all is copied the rank posts
-//!   `gL`; once every rank posted `gL` nobody reads its buffers any more:
-//!   it consumes `gL` and is done.
-//! - The other kinds are done once every rank consumed `g1` (nobody reads
-//!   their buffers any more); posted and consumed then jump to `gL`.
+//!   reads what it needs of the peers' *send* buffers. all_reduce: block r
+//!   (of about count / world elements) is reduced by rank r, in rank order
+//!   (bitwise the result of the staged kernels), a piece at a time: each
+//!   piece is written to the rank's own receive buffer, then, while it is
+//!   still in the core's cache, into every peer's receive buffer (block r
+//!   of every buffer is written by rank r alone, and read by rank r alone
+//!   as a term before). reduce_scatter: rank r's part; reduce: the root
+//!   reduces all; all_gather, broadcast: copies into its own receive
+//!   buffer. Then it consumes `g1`; all_reduce posts `gL` too (it is done
+//!   writing the peers' buffers).
+//! - The rank is done once every rank consumed `g1` (all_reduce: posted
+//!   `gL`): nobody reads or writes its buffers any more. It consumes (and
+//!   posts) `gL`.
 //!
-//! In place (send = receive buffer): rank r writes chunk k of block r of
-//! its buffer and reads chunk k of block r of the peers' (which they do
-//! not write before r published chunk k); it writes chunk k of block p of
-//! its buffer only after p published chunk k (so p no longer reads it),
-//! and reads chunk k of block p of peer p's, which p no longer writes
-//! (reduce_scatter and all_gather in place work alike: a rank writes
-//! only the part of its buffer no peer reads).
+//! In place (send = receive buffer): rank r reads block r of every
+//! buffer and writes block r of every buffer, each piece read before it
+//! is written; nobody else touches block r (reduce_scatter and all_gather
+//! in place work alike: a rank writes only the part of its buffer no peer
+//! reads).
 //!
 //! A peer's addresses cannot be checked here: the peer checked them when
 //! the operation was issued, and keeps them until every rank is done
@@ -133,11 +128,6 @@ const PIECE_MAX: usize = 256 << 10;
 const COPY_PIECE: usize = 1 << 20;
 /// Bytes per `process_vm_readv` straight into a receive buffer.
 const REMOTE_PIECE: usize = 4 << 20;
-/// Bytes of one chunk of all_reduce's pipeline (small enough to be still
-/// cached when a peer copies it).
-const PIPE_CHUNK: usize = 256 << 10;
-/// Bits of a progress word that count chunks; the step is above them.
-const PROGRESS_BITS: u32 = 24;
 
 #[cfg(test)]
 thread_local! {
@@ -184,7 +174,6 @@ struct Peer {
 enum Stage {
     Post,
     Phase1,
-    Pipeline,
     Finish,
     Done,
 }
@@ -206,10 +195,6 @@ pub(crate) struct Direct {
     /// The registries of this rank and its peers of this process, in
     /// address order (the order they are locked in).
     mems: Vec<Arc<Memory>>,
-    /// all_reduce: the chunks of this rank's block reduced so far, and of
-    /// each peer's block copied so far.
-    reduced: usize,
-    copied: Vec<usize>,
 }
 
 type Guards<'a> = Vec<(usize, RwLockReadGuard<'a, Regions>)>;
@@ -235,8 +220,6 @@ impl Direct {
             stage: Stage::Post,
             peers: Vec::new(),
             mems: Vec::new(),
-            reduced: 0,
-            copied: Vec::new(),
         }
     }
 
@@ -247,7 +230,6 @@ impl Direct {
             let moved = match self.stage {
                 Stage::Post => self.try_post(),
                 Stage::Phase1 => self.try_phase1(),
-                Stage::Pipeline => self.try_pipeline(),
                 Stage::Finish => self.try_finish(),
                 Stage::Done => return Ok(Progress::Done),
             }?;
@@ -320,118 +302,21 @@ impl Direct {
         }
         check_signatures(&self.comm, &self.desc, g)?;
         self.resolve().map_err(|e| self.context(e))?;
-        if self.spec.kind == Kind::AllReduce {
-            self.copied = vec![0; self.comm.world];
-            self.stage = Stage::Pipeline;
-            return Ok(true);
-        }
         self.phase1().map_err(|e| self.context(e))?;
         self.settle()?;
-        self.me().consumed.0.store(g, Ordering::Release);
+        let me = self.me();
+        me.consumed.0.store(g, Ordering::Release);
+        if self.spec.kind == Kind::AllReduce {
+            me.posted.0.store(self.last, Ordering::Release);
+        }
         self.stage = Stage::Finish;
         Ok(true)
-    }
-
-    /// all_reduce's two phases, chunk by chunk (see the module's text):
-    /// as much as can be done now.
-    fn try_pipeline(&mut self) -> Result<bool> {
-        let (me, world) = (self.comm.rank, self.comm.world);
-        let mut moved = false;
-        loop {
-            let mut did = false;
-            if self.reduced < self.chunks(me) {
-                self.reduce_chunk(self.reduced)
-                    .map_err(|e| self.context(e))?;
-                self.reduced += 1;
-                let word = (self.first << PROGRESS_BITS) | self.reduced as u64;
-                self.me().progress.0.store(word, Ordering::Release);
-                did = true;
-            }
-            for p in (0..world).filter(|p| *p != me) {
-                let k = self.copied[p];
-                if k < self.chunks(p) && self.progress_of(p) > k {
-                    self.copy_chunk(p, k).map_err(|e| self.context(e))?;
-                    self.copied[p] += 1;
-                    did = true;
-                }
-            }
-            if !did {
-                break;
-            }
-            moved = true;
-        }
-        let copied_all = (0..world).all(|p| p == me || self.copied[p] == self.chunks(p));
-        if self.reduced < self.chunks(me) || !copied_all {
-            return Ok(moved);
-        }
-        self.settle()?;
-        let counters = self.me();
-        counters.consumed.0.store(self.first, Ordering::Release);
-        counters.posted.0.store(self.last, Ordering::Release);
-        self.stage = Stage::Finish;
-        Ok(true)
-    }
-
-    /// Chunks of rank `p`'s block of an all_reduce.
-    fn chunks(&self, p: usize) -> usize {
-        let (start, end) = self.block(p);
-        (end - start).div_ceil(self.chunk_elems())
-    }
-
-    fn chunk_elems(&self) -> usize {
-        PIPE_CHUNK / self.elem
-    }
-
-    /// Elements `start..end` of chunk `k` of rank `p`'s block.
-    fn chunk(&self, p: usize, k: usize) -> (usize, usize) {
-        let (start, end) = self.block(p);
-        let from = start + k * self.chunk_elems();
-        (from, (from + self.chunk_elems()).min(end))
-    }
-
-    /// How many chunks of its block rank `p` published in this operation.
-    fn progress_of(&self, p: usize) -> usize {
-        let word = self.comm.seg().coll(p).progress.0.load(Ordering::Acquire);
-        if word >> PROGRESS_BITS == self.first {
-            (word & ((1 << PROGRESS_BITS) - 1)) as usize
-        } else {
-            0
-        }
-    }
-
-    /// Reduces chunk `k` of this rank's block. In place, the result is
-    /// written through the caches (its lines were just read, and the
-    /// peers read it next); otherwise, when streaming, around them.
-    fn reduce_chunk(&self, k: usize) -> Result<()> {
-        let (start, end) = self.chunk(self.comm.rank, k);
-        let e = self.elem;
-        let streaming = self.streaming && self.spec.send != self.spec.recv;
-        self.reduce(
-            start * e,
-            end - start,
-            self.spec.recv + start * e,
-            streaming,
-        )?;
-        if streaming {
-            nt::fence(); // the stores are seen before the progress word
-        }
-        Ok(())
-    }
-
-    /// Copies chunk `k` of rank `p`'s reduced block into this rank's
-    /// receive buffer.
-    fn copy_chunk(&self, p: usize, k: usize) -> Result<()> {
-        let (start, end) = self.chunk(p, k);
-        let e = self.elem;
-        let src = self.peers[p].recv + start * e;
-        let dst = self.spec.recv + start * e;
-        self.fetch(p, ("receive", src), dst, (end - start) * e)
     }
 
     fn try_finish(&mut self) -> Result<bool> {
         let me = self.me();
         if self.spec.kind == Kind::AllReduce {
-            // Every rank finished phase 2: nobody reads this rank's buffers.
+            // Every rank is done writing its block into this rank's buffer.
             if !self.all(|c| c.posted.0.load(Ordering::Acquire) >= self.last) {
                 return Ok(false);
             }
@@ -531,8 +416,12 @@ impl Direct {
         let (me, s, e) = (self.comm.rank, &self.spec, self.elem);
         let n = s.count;
         match s.kind {
-            Kind::ReduceScatter => self.reduce(me * n * e, n, s.recv, self.streaming),
-            Kind::Reduce if me == s.root => self.reduce(0, n, s.recv, self.streaming),
+            Kind::AllReduce => {
+                let (start, end) = self.block(me);
+                self.reduce(start * e, end - start, s.recv + start * e, true)
+            }
+            Kind::ReduceScatter => self.reduce(me * n * e, n, s.recv, false),
+            Kind::Reduce if me == s.root => self.reduce(0, n, s.recv, false),
             Kind::AllGather => {
                 for p in 0..self.comm.world {
                     let dst = s.recv + p * n * e;
@@ -596,7 +485,7 @@ impl Direct {
 
     /// Where `len` bytes at `addr` of rank `p`'s send (or receive) buffer
     /// are mapped here, if `p` is another process whose arena holds them.
-    fn mapped(&self, p: usize, send_side: bool, addr: usize, len: usize) -> Option<*const u8> {
+    fn mapped(&self, p: usize, send_side: bool, addr: usize, len: usize) -> Option<usize> {
         let peer = &self.peers[p];
         let (base, offset) = if send_side {
             (peer.send, peer.send_offset?)
@@ -608,10 +497,48 @@ impl Direct {
             .comm
             .peer_arena(p)?
             .at(offset.checked_add(delta)?, len)?;
-        Some(at as *const u8)
+        Some(at)
     }
 
-    /// `process_vm_readv` of rank `p` failed.
+    /// Where this process can write `bytes` at byte `at` of rank `p`'s
+    /// receive buffer: a peer of this process's buffer (checked against
+    /// its registry, locked in `guards`), or a peer process's in its arena
+    /// mapped here; `None` if it is reached with `process_vm_writev` only.
+    fn push_target(
+        &self,
+        guards: &Guards<'_>,
+        p: usize,
+        at: usize,
+        bytes: usize,
+    ) -> Result<Option<usize>> {
+        let to = self.peers[p].recv + at;
+        match &self.peers[p].access {
+            Access::Remote(_) => Ok(self.mapped(p, false, to, bytes)),
+            _ => {
+                self.check(guards, p, "receive", to, bytes)?;
+                Ok(Some(to))
+            }
+        }
+    }
+
+    /// Copies `bytes` at `from` (this rank's receive buffer, live) to byte
+    /// `at` of peer process `p`'s receive buffer with `process_vm_writev`.
+    fn push_cma(&self, p: usize, from: usize, at: usize, bytes: usize) -> Result<()> {
+        let Access::Remote(pid) = self.peers[p].access else {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "push_cma to a rank of this process",
+            ));
+        };
+        let to = self.peers[p].recv + at;
+        // SAFETY: `from` is `bytes` of this rank's receive buffer, live
+        // (checked under its registry's lock, held by the caller), not
+        // written meanwhile.
+        unsafe { cma::write(pid, to, from as *const u8, bytes) }
+            .map_err(|e| self.remote_error(p, "receive", (to, bytes), e))
+    }
+
+    /// `process_vm_readv` (or `process_vm_writev`) of rank `p` failed.
     fn remote_error(&self, p: usize, side: &str, (addr, len): (usize, usize), e: Errno) -> Error {
         let pid = self.comm.pid_of(p);
         let why = match e {
@@ -623,8 +550,8 @@ impl Direct {
             ErrorKind::VendorError,
             e as i64,
             format!(
-                "reading {len} bytes at {addr:#x} of rank {p}'s {side} buffer (pid {pid}) with \
-                 process_vm_readv failed: {e}{why}"
+                "reaching {len} bytes at {addr:#x} of rank {p}'s {side} buffer (pid {pid}) with \
+                 process_vm_readv/writev failed: {e}{why}"
             ),
         )
     }
@@ -644,6 +571,7 @@ impl Direct {
                     self.check(&guards, me, "receive", dst + at, n)?;
                     let to = (dst + at) as *mut u8;
                     if let Some(from) = self.mapped(p, send_side, src + at, n) {
+                        let from = from as *const u8;
                         // SAFETY: `from` is `n` bytes of the peer's arena
                         // mapped here (read-only; the file never shrinks, so
                         // reads cannot fault), which the peer does not write
@@ -690,9 +618,10 @@ impl Direct {
     }
 
     /// Reduces `count` elements at byte `at` of every rank's send buffer,
-    /// in rank order, into this rank's receive buffer at `dst` (`streaming`:
-    /// with non-temporal stores).
-    fn reduce(&self, at: usize, count: usize, dst: usize, streaming: bool) -> Result<()> {
+    /// in rank order, into this rank's receive buffer at `dst`; `push`
+    /// (all_reduce): each piece also into every peer's receive buffer, at
+    /// the same place.
+    fn reduce(&self, at: usize, count: usize, dst: usize, push: bool) -> Result<()> {
         let kernel = self
             .kernel
             .ok_or_else(|| Error::invalid_argument("no reduction given"))?;
@@ -719,7 +648,9 @@ impl Direct {
                 let part = base.wrapping_add(p * piece_bytes);
                 terms[p] = match &peer.access {
                     Access::Remote(_) if self.mapped(p, true, src, bytes).is_some() => {
-                        let from = self.mapped(p, true, src, bytes).unwrap_or(part);
+                        let from = self
+                            .mapped(p, true, src, bytes)
+                            .map_or(part as *const u8, |a| a as *const u8);
                         if from as usize % e == 0 {
                             from
                         } else {
@@ -753,15 +684,52 @@ impl Direct {
             }
             let out = dst + start * e;
             self.check(&guards, me, "receive", out, bytes)?;
+            // all_reduce: the kernel writes the peers' receive buffers too
+            // (one given to several ranks once; partly overlapping ones,
+            // and the ones reached by process_vm_writev only, afterwards).
+            let mut outs = [std::ptr::null_mut::<u8>(); MAX_WORLD];
+            outs[0] = out as *mut u8;
+            let mut n_outs = 1;
+            let (mut moves, mut later) = (Vec::new(), Vec::new());
+            if push {
+                for p in (0..world).filter(|p| *p != me) {
+                    let Some(to) = self.push_target(&guards, p, out - self.spec.recv, bytes)?
+                    else {
+                        later.push(p);
+                        continue;
+                    };
+                    let written = &outs[..n_outs];
+                    if written.iter().any(|o| *o as usize == to) {
+                        continue;
+                    }
+                    if written.iter().any(|o| (*o as usize).abs_diff(to) < bytes) {
+                        moves.push(to);
+                        continue;
+                    }
+                    outs[n_outs] = to as *mut u8;
+                    n_outs += 1;
+                }
+            }
             // SAFETY: every term is `len` aligned elements of the kernel's
             // type that nobody writes now: scratch parts, peers' send
-            // buffers in their arenas mapped here (read-only, never
-            // faulting) whose block no rank writes in this phase, or send
-            // buffers live under their registries' read locks (held) whose
-            // block no rank writes in this phase; `out` is live receive memory
-            // (checked, locked) that overlaps no term but this rank's own
-            // send buffer exactly, in place, which the kernel allows.
-            unsafe { kernel(&terms[..world], out as *mut u8, len, streaming) };
+            // buffers in their arenas mapped here (never faulting), or
+            // send buffers live under their registries' read locks (held),
+            // in a block no rank but this one writes, and only after
+            // reading it. The outputs: `out`, live receive memory of this
+            // rank (checked, locked), and block `me` of peers' receive
+            // buffers, live (checked under their registries' locks, held)
+            // or in their arenas mapped here, which no other rank touches
+            // now; no two overlap, and none overlaps a term except exactly
+            // (in place), which the kernel allows.
+            unsafe { kernel(&terms[..world], &outs[..n_outs], len, self.streaming) };
+            for to in moves {
+                // SAFETY: both are `bytes` of live receive memory (checked
+                // under their registries' locks, held) that overlap: moved.
+                unsafe { std::ptr::copy(out as *const u8, to as *mut u8, bytes) };
+            }
+            for p in later {
+                self.push_cma(p, out, out - self.spec.recv, bytes)?;
+            }
             drop(guards);
             start += len;
         }

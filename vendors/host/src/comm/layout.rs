@@ -33,7 +33,7 @@ const PAGE: usize = 4096;
 /// Format and constants of the segment; a rank built differently refuses
 /// to join instead of misreading the memory.
 pub(crate) const LAYOUT_WORD: u64 = (0xD1B0 << 48)
-    | (4 << 32)
+    | (5 << 32)
     | ((DEPTH as u64) << 24)
     | ((P2P_DEPTH as u64) << 16)
     | ((CHUNK_MAX.trailing_zeros() as u64) << 8)
@@ -92,9 +92,6 @@ pub(crate) struct Counters {
     /// Each slot's send and receive buffer offsets in the rank's device
     /// arena, or [`NOT_IN_ARENA`].
     pub(crate) offsets: Line<[[AtomicU64; 2]; DEPTH_MAX]>,
-    /// A direct all_reduce's progress: its first step, shifted, with the
-    /// count of the rank's chunks that are final (see `direct.rs`).
-    pub(crate) progress: Line<AtomicU64>,
 }
 
 /// An offset slot's value for a buffer outside the rank's arena.

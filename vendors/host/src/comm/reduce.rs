@@ -18,23 +18,25 @@ use super::nt;
 /// Elements per accumulator block (at most 4 KiB for 8-byte types).
 const BLOCK: usize = 512;
 
-/// A reduction kernel: `(terms, out, count, streaming)`; `streaming`
-/// writes `out` with non-temporal stores (then [`nt::fence`] before
-/// publishing it).
+/// A reduction kernel: `(terms, outs, count, streaming)` writes the result
+/// to every output; `streaming` writes them with non-temporal stores (then
+/// [`nt::fence`] before publishing them).
 ///
 /// # Safety
 /// Every term points to `count` readable elements of the kernel's type,
-/// aligned for it, that nobody writes during the call; `out` points to
-/// `count` elements' worth of writable bytes (any alignment) overlapping no
-/// term, except that it may be exactly a term (in place): each block of the
-/// terms is read before the same block of `out` is written.
-pub(crate) type Kernel = unsafe fn(&[*const u8], *mut u8, usize, bool);
+/// aligned for it, that nobody writes during the call; every output points
+/// to `count` elements' worth of writable bytes (any alignment) that nobody
+/// else reads or writes during the call, overlapping no other output and
+/// no term, except that an output may be exactly a term (in place): each
+/// block of the terms is read before the same block of the outputs is
+/// written.
+pub(crate) type Kernel = unsafe fn(&[*const u8], &[*mut u8], usize, bool);
 
 /// The kernel for `dtype` and `op`.
 pub(crate) fn kernel(dtype: DataType, op: Reduction) -> Result<Kernel> {
     macro_rules! kernel {
         ($run:ident, $t:ty, $f:expr) => {
-            |t, o, n, nt| {
+            |t, o: &[*mut u8], n, nt| {
                 // SAFETY: a kernel's caller promises what `$run` needs.
                 unsafe { $run::<$t>(t, o, n, nt, $f) }
             }
@@ -128,7 +130,7 @@ unsafe fn block<'a, T>(term: *const u8, start: usize, len: usize) -> &'a [T] {
 /// As for [`Kernel`] with elements of type `T`.
 unsafe fn run<T: Copy + Default>(
     terms: &[*const u8],
-    out: *mut u8,
+    outs: &[*mut u8],
     count: usize,
     streaming: bool,
     f: impl Fn(T, T) -> T + Copy,
@@ -157,15 +159,18 @@ unsafe fn run<T: Copy + Default>(
             }
         }
         let bytes = std::mem::size_of_val(acc);
-        // SAFETY: `out` has room for `count` elements and overlaps no term
-        // (nor the stack accumulator); a byte copy needs no alignment.
-        unsafe {
-            nt::copy(
-                acc.as_ptr().cast::<u8>(),
-                out.add(start * std::mem::size_of::<T>()),
-                bytes,
-                streaming,
-            );
+        for out in outs {
+            // SAFETY: `out` has room for `count` elements and overlaps no
+            // term (nor the stack accumulator); a byte copy needs no
+            // alignment.
+            unsafe {
+                nt::copy(
+                    acc.as_ptr().cast::<u8>(),
+                    out.add(start * std::mem::size_of::<T>()),
+                    bytes,
+                    streaming,
+                );
+            }
         }
         start += len;
     }
@@ -201,7 +206,7 @@ impl Half for bf16 {
 /// As for [`Kernel`] with elements of type `H`.
 unsafe fn run_half<H: Half>(
     terms: &[*const u8],
-    out: *mut u8,
+    outs: &[*mut u8],
     count: usize,
     streaming: bool,
     f: impl Fn(f32, f32) -> f32 + Copy,
@@ -224,14 +229,16 @@ unsafe fn run_half<H: Half>(
             }
         }
         H::narrow(narrow, acc);
-        // SAFETY: as in `run`.
-        unsafe {
-            nt::copy(
-                narrow.as_ptr().cast::<u8>(),
-                out.add(start * std::mem::size_of::<H>()),
-                std::mem::size_of_val(narrow),
-                streaming,
-            );
+        for out in outs {
+            // SAFETY: as in `run`.
+            unsafe {
+                nt::copy(
+                    narrow.as_ptr().cast::<u8>(),
+                    out.add(start * std::mem::size_of::<H>()),
+                    std::mem::size_of_val(narrow),
+                    streaming,
+                );
+            }
         }
         start += len;
     }
@@ -247,11 +254,17 @@ mod tests {
         // One byte of offset: the output may be unaligned.
         let size = std::mem::size_of::<T>();
         let mut raw = vec![0u8; count * size + 1];
+        let mut second = vec![0u8; count * size];
         let k = kernel(dtype, op).unwrap();
         // SAFETY: the terms are `count` aligned elements each; `raw[1..]`
-        // has room for `count` elements and is a separate buffer.
-        unsafe { k(&ptrs, raw.as_mut_ptr().add(1), count, count % 2 == 1) };
+        // and `second` have room for `count` elements and are separate
+        // buffers.
+        unsafe {
+            let outs = [raw.as_mut_ptr().add(1), second.as_mut_ptr()];
+            k(&ptrs, &outs, count, count % 2 == 1);
+        }
         nt::fence();
+        assert_eq!(raw[1..], second[..], "both outputs hold the result");
         (0..count)
             // SAFETY: reads element i of the unaligned output.
             .map(|i| unsafe { raw.as_ptr().add(1 + i * size).cast::<T>().read_unaligned() })

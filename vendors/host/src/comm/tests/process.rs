@@ -208,7 +208,7 @@ fn child() {
                     let m = e.message();
                     if rank == 0 {
                         assert!(m.contains("of rank 1's send buffer"), "{e}");
-                        assert!(m.contains("process_vm_readv failed: EFAULT"), "{e}");
+                        assert!(m.contains("process_vm_readv/writev failed: EFAULT"), "{e}");
                     } else {
                         assert!(
                             m.contains("rank 0 failed in an operation")
