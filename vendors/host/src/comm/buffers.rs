@@ -6,7 +6,7 @@
 use dipu_deviceapi::Result;
 
 use super::nt;
-use super::reduce::Kernel;
+use super::reduce::{Kernel, Out};
 use super::state::CommState;
 use crate::memory::Memory;
 
@@ -81,7 +81,13 @@ pub(crate) fn reduce_out(
     // with `count` elements that their writers leave alone until this rank
     // consumes the step; `dst` is live device memory for `count` elements
     // (checked under the read lock held across the call) and no slot.
-    unsafe { kernel(terms, &[dst as *mut u8], count, streaming) };
+    unsafe {
+        let out = Out {
+            ptr: dst as *mut u8,
+            streaming,
+        };
+        kernel(terms, &[out], count);
+    }
     if streaming {
         nt::fence();
     }

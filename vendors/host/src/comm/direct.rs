@@ -62,7 +62,7 @@ use super::coll::{check_signatures, Spec};
 use super::desc::{Desc, Kind};
 use super::engine::Progress;
 use super::layout::{Counters, DEPTH, MAX_WORLD, NOT_IN_ARENA};
-use super::reduce::Kernel;
+use super::reduce::{Kernel, Out};
 use super::state::CommState;
 use super::{cma, nt};
 use crate::memory::{Memory, Regions};
@@ -687,8 +687,19 @@ impl Direct {
             // all_reduce: the kernel writes the peers' receive buffers too
             // (one given to several ranks once; partly overlapping ones,
             // and the ones reached by process_vm_writev only, afterwards).
-            let mut outs = [std::ptr::null_mut::<u8>(); MAX_WORLD];
-            outs[0] = out as *mut u8;
+            // This rank's own output, in place, is written through the
+            // caches: its lines were just read (no read for ownership), and
+            // the core's fill buffers are left to the reads and the peers'
+            // non-temporal stores.
+            let nothing = Out {
+                ptr: std::ptr::null_mut(),
+                streaming: false,
+            };
+            let mut outs = [nothing; MAX_WORLD];
+            outs[0] = Out {
+                ptr: out as *mut u8,
+                streaming: self.streaming && !(push && self.spec.send == self.spec.recv),
+            };
             let mut n_outs = 1;
             let (mut moves, mut later) = (Vec::new(), Vec::new());
             if push {
@@ -699,14 +710,20 @@ impl Direct {
                         continue;
                     };
                     let written = &outs[..n_outs];
-                    if written.iter().any(|o| *o as usize == to) {
+                    if written.iter().any(|o| o.ptr as usize == to) {
                         continue;
                     }
-                    if written.iter().any(|o| (*o as usize).abs_diff(to) < bytes) {
+                    if written
+                        .iter()
+                        .any(|o| (o.ptr as usize).abs_diff(to) < bytes)
+                    {
                         moves.push(to);
                         continue;
                     }
-                    outs[n_outs] = to as *mut u8;
+                    outs[n_outs] = Out {
+                        ptr: to as *mut u8,
+                        streaming: self.streaming,
+                    };
                     n_outs += 1;
                 }
             }
@@ -721,7 +738,7 @@ impl Direct {
             // or in their arenas mapped here, which no other rank touches
             // now; no two overlap, and none overlaps a term except exactly
             // (in place), which the kernel allows.
-            unsafe { kernel(&terms[..world], &outs[..n_outs], len, self.streaming) };
+            unsafe { kernel(&terms[..world], &outs[..n_outs], len) };
             for to in moves {
                 // SAFETY: both are `bytes` of live receive memory (checked
                 // under their registries' locks, held) that overlap: moved.

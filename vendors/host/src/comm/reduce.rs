@@ -18,9 +18,9 @@ use super::nt;
 /// Elements per accumulator block (at most 4 KiB for 8-byte types).
 const BLOCK: usize = 512;
 
-/// A reduction kernel: `(terms, outs, count, streaming)` writes the result
-/// to every output; `streaming` writes them with non-temporal stores (then
-/// [`nt::fence`] before publishing them).
+/// A reduction kernel: `(terms, outs, count)` writes the result to every
+/// output; an output that is `streaming` is written with non-temporal
+/// stores (then [`nt::fence`] before publishing it).
 ///
 /// # Safety
 /// Every term points to `count` readable elements of the kernel's type,
@@ -30,15 +30,23 @@ const BLOCK: usize = 512;
 /// no term, except that an output may be exactly a term (in place): each
 /// block of the terms is read before the same block of the outputs is
 /// written.
-pub(crate) type Kernel = unsafe fn(&[*const u8], &[*mut u8], usize, bool);
+pub(crate) type Kernel = unsafe fn(&[*const u8], &[Out], usize);
+
+/// Where a kernel writes its result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Out {
+    pub(crate) ptr: *mut u8,
+    /// Through non-temporal stores (for outputs not read again soon).
+    pub(crate) streaming: bool,
+}
 
 /// The kernel for `dtype` and `op`.
 pub(crate) fn kernel(dtype: DataType, op: Reduction) -> Result<Kernel> {
     macro_rules! kernel {
         ($run:ident, $t:ty, $f:expr) => {
-            |t, o: &[*mut u8], n, nt| {
+            |t, o: &[Out], n| {
                 // SAFETY: a kernel's caller promises what `$run` needs.
-                unsafe { $run::<$t>(t, o, n, nt, $f) }
+                unsafe { $run::<$t>(t, o, n, $f) }
             }
         };
     }
@@ -130,9 +138,8 @@ unsafe fn block<'a, T>(term: *const u8, start: usize, len: usize) -> &'a [T] {
 /// As for [`Kernel`] with elements of type `T`.
 unsafe fn run<T: Copy + Default>(
     terms: &[*const u8],
-    outs: &[*mut u8],
+    outs: &[Out],
     count: usize,
-    streaming: bool,
     f: impl Fn(T, T) -> T + Copy,
 ) {
     let mut acc = [T::default(); BLOCK];
@@ -166,9 +173,9 @@ unsafe fn run<T: Copy + Default>(
             unsafe {
                 nt::copy(
                     acc.as_ptr().cast::<u8>(),
-                    out.add(start * std::mem::size_of::<T>()),
+                    out.ptr.add(start * std::mem::size_of::<T>()),
                     bytes,
-                    streaming,
+                    out.streaming,
                 );
             }
         }
@@ -206,9 +213,8 @@ impl Half for bf16 {
 /// As for [`Kernel`] with elements of type `H`.
 unsafe fn run_half<H: Half>(
     terms: &[*const u8],
-    outs: &[*mut u8],
+    outs: &[Out],
     count: usize,
-    streaming: bool,
     f: impl Fn(f32, f32) -> f32 + Copy,
 ) {
     let mut acc = [0f32; BLOCK];
@@ -234,9 +240,9 @@ unsafe fn run_half<H: Half>(
             unsafe {
                 nt::copy(
                     narrow.as_ptr().cast::<u8>(),
-                    out.add(start * std::mem::size_of::<H>()),
+                    out.ptr.add(start * std::mem::size_of::<H>()),
                     std::mem::size_of_val(narrow),
-                    streaming,
+                    out.streaming,
                 );
             }
         }
@@ -260,8 +266,17 @@ mod tests {
         // and `second` have room for `count` elements and are separate
         // buffers.
         unsafe {
-            let outs = [raw.as_mut_ptr().add(1), second.as_mut_ptr()];
-            k(&ptrs, &outs, count, count % 2 == 1);
+            let outs = [
+                Out {
+                    ptr: raw.as_mut_ptr().add(1),
+                    streaming: count % 2 == 1,
+                },
+                Out {
+                    ptr: second.as_mut_ptr(),
+                    streaming: count % 2 == 0,
+                },
+            ];
+            k(&ptrs, &outs, count);
         }
         nt::fence();
         assert_eq!(raw[1..], second[..], "both outputs hold the result");
