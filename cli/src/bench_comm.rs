@@ -43,9 +43,9 @@ pub(crate) struct CommArgs {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     iterations: Option<u32>,
-    /// How each all-reduce is waited for: `host` (`Work::wait_host`, which
-    /// polls with a backoff of 20 us growing to 2 ms) or `stream`
-    /// (`Work::wait`, then synchronizing the current stream).
+    /// How each all-reduce is waited for: `host` (`Work::wait_host`, woken
+    /// by a callback queued behind the operation on its stream) or
+    /// `stream` (`Work::wait`, then synchronizing the current stream).
     #[arg(long, value_enum, default_value_t = Wait::Host)]
     wait: Wait,
     /// Seconds the ranks may take in all before they are killed and the
