@@ -418,6 +418,7 @@ impl Direct {
         match s.kind {
             Kind::AllReduce => {
                 let (start, end) = self.block(me);
+                let _pushing = Pushing::new(&self.comm);
                 self.reduce(start * e, end - start, s.recv + start * e, true)
             }
             Kind::ReduceScatter => self.reduce(me * n * e, n, s.recv, false),
@@ -640,6 +641,17 @@ impl Direct {
         while start < count {
             let len = piece.min(count - start);
             let bytes = len * e;
+            #[cfg(test)]
+            if push && self.comm.give_up_before_push.swap(false, Ordering::SeqCst) {
+                self.comm.fail(Error::new(
+                    ErrorKind::VendorError,
+                    "test: gave up before pushing",
+                ));
+            }
+            if push && self.comm.abort_seen() {
+                // A rank gave up: its buffers may be reused any time now.
+                self.comm.check_abort()?;
+            }
             let guards = self.lock(&locks);
             let mut terms = [std::ptr::null::<u8>(); MAX_WORLD];
             for (p, peer) in self.peers.iter().enumerate() {
@@ -751,6 +763,22 @@ impl Direct {
             start += len;
         }
         Ok(())
+    }
+}
+
+/// Marks the rank as writing into its peers' buffers while it lives.
+struct Pushing<'a>(&'a CommState);
+
+impl<'a> Pushing<'a> {
+    fn new(comm: &'a CommState) -> Self {
+        comm.set_pushing(true);
+        Pushing(comm)
+    }
+}
+
+impl Drop for Pushing<'_> {
+    fn drop(&mut self) {
+        self.0.set_pushing(false);
     }
 }
 

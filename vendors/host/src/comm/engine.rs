@@ -71,6 +71,11 @@ pub(crate) fn run(mut tasks: Vec<Box<dyn Task>>) {
         for c in &comms {
             c.fail(e.clone());
         }
+        // The op ends here and its buffers may be reused: not while a
+        // peer may still write into them.
+        for c in &comms {
+            c.quiesce();
+        }
     }
 }
 
@@ -232,7 +237,7 @@ fn check_peers(comm: &CommState, what: &impl Fn() -> String) -> Result<()> {
 }
 
 /// Whether process `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     match nix::sys::signal::kill(Pid::from_raw(pid), None) {
         Err(Errno::ESRCH) => false,
         _ => {

@@ -33,7 +33,7 @@ const PAGE: usize = 4096;
 /// Format and constants of the segment; a rank built differently refuses
 /// to join instead of misreading the memory.
 pub(crate) const LAYOUT_WORD: u64 = (0xD1B0 << 48)
-    | (5 << 32)
+    | (6 << 32)
     | ((DEPTH as u64) << 24)
     | ((P2P_DEPTH as u64) << 16)
     | ((CHUNK_MAX.trailing_zeros() as u64) << 8)
@@ -69,6 +69,10 @@ pub(crate) struct Header {
     /// Each rank's device arena (`arena.rs`), set when it joins: its
     /// descriptor plus one (0: none), the file's inode and its size.
     pub(crate) arenas: Line<[[AtomicU64; 3]; MAX_WORLD]>,
+    /// 1 while a rank may write into its peers' buffers (a direct
+    /// all_reduce's push), else 0: a rank that gives up waits for its
+    /// peers' to be 0 before its buffers can be reused (see `direct.rs`).
+    pub(crate) pushing: Line<[AtomicU8; MAX_WORLD]>,
 }
 
 /// A rank's verdict: it can read every peer's memory.

@@ -15,6 +15,10 @@ use super::{cma, direct, local};
 use crate::arena::{Identity, PeerArena};
 use crate::memory::Memory;
 
+/// The longest a rank that gave up waits for its peers to stop writing
+/// into its buffers.
+const QUIESCE_LIMIT: Duration = Duration::from_secs(2);
+
 /// Why a rank gave up on the communicator (the abort word's high half).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
@@ -63,6 +67,9 @@ pub(crate) struct CommState {
     /// Each peer process's device arena, mapped here on first use (`None`
     /// if it has none or it cannot be mapped).
     peer_arenas: Box<[OnceLock<Option<PeerArena>>]>,
+    /// Tests: the rank gives up right before its first push.
+    #[cfg(test)]
+    pub(crate) give_up_before_push: AtomicBool,
     /// Last collective step handed out (steps start at 1).
     coll_reserved: AtomicU64,
     /// Last step handed out per channel `rank -> peer`.
@@ -159,6 +166,8 @@ impl CommState {
             direct_policy,
             direct: AtomicU8::new(0),
             peer_arenas: (0..world).map(|_| OnceLock::new()).collect(),
+            #[cfg(test)]
+            give_up_before_push: AtomicBool::new(false),
             coll_reserved: AtomicU64::new(0),
             send_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
             recv_reserved: (0..world).map(|_| AtomicU64::new(0)).collect(),
@@ -398,7 +407,7 @@ impl CommState {
     /// Aborts: local operations stop, every rank is told, the name goes.
     pub(crate) fn abort(&self, reason: Reason, error: Error) {
         self.record(error);
-        self.aborted.store(true, Ordering::Release);
+        self.aborted.store(true, Ordering::SeqCst);
         self.give_up(reason);
         self.unlink();
     }
@@ -406,12 +415,53 @@ impl CommState {
     /// Publishes that this rank gave up (the first rank to do so wins).
     fn give_up(&self, reason: Reason) {
         let word = (reason as u64) << 32 | (self.rank as u64 + 1);
-        let _ = self.seg.header().abort.0.compare_exchange(
-            0,
-            word,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        let _ =
+            self.seg
+                .header()
+                .abort
+                .0
+                .compare_exchange(0, word, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Marks this rank as (not) writing into its peers' buffers. Sequentially
+    /// consistent, as the abort word's store and load around it: a rank that
+    /// gives up after a pusher marked itself waits for it, and a pusher that
+    /// marks itself after that sees the abort before it writes.
+    pub(crate) fn set_pushing(&self, on: bool) {
+        self.seg.header().pushing.0[self.rank].store(u8::from(on), Ordering::SeqCst);
+    }
+
+    /// Tests: rank `p`'s pushing flag.
+    #[cfg(test)]
+    pub(crate) fn pushing_flag(&self, p: usize) -> u8 {
+        self.seg.header().pushing.0[p].load(Ordering::SeqCst)
+    }
+
+    /// Whether another rank gave up (or this one aborted), read with the
+    /// ordering [`CommState::set_pushing`] needs.
+    pub(crate) fn abort_seen(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst) || self.seg.header().abort.0.load(Ordering::SeqCst) != 0
+    }
+
+    /// After this rank gave up: waits until no peer writes into this
+    /// rank's buffers any more (each pusher stops at its next piece once it
+    /// sees the abort), or the peer's process is gone, for at most
+    /// [`QUIESCE_LIMIT`].
+    pub(crate) fn quiesce(&self) {
+        let start = std::time::Instant::now();
+        let header = self.seg.header();
+        let busy = |p: usize| {
+            p != self.rank
+                && header.pushing.0[p].load(Ordering::SeqCst) != 0
+                && (self.pid_of(p) == self.pid || super::engine::alive(self.pid_of(p)))
+        };
+        while (0..self.world).any(busy) {
+            if start.elapsed() > QUIESCE_LIMIT {
+                tracing::warn!(target: "dipu_vendor_host", "communicator rank {}: a peer still writes into this rank's buffers after {QUIESCE_LIMIT:?}; going on", self.rank);
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 
     /// Why waiting must stop: local abort or another rank giving up.

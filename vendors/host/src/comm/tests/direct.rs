@@ -177,3 +177,87 @@ fn roots_and_sizes_across_the_threshold() {
         }
     });
 }
+
+/// A rank that gives up is not written into once it returns: a pusher
+/// that sees the abort writes no further piece, and the rank that gave up
+/// waits for its peers to stop pushing before its operation ends.
+#[test]
+fn no_push_after_a_rank_gave_up() {
+    let host = super::vendor(2);
+    let id = host.comm_get_unique_id().unwrap();
+    let out: Vec<(Vec<u8>, Vec<u8>, String)> = std::thread::scope(|scope| {
+        let ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                let (host, id) = (&host, &id);
+                scope.spawn(move || {
+                    host.set_device(rank).unwrap();
+                    let comm = host.comm_init_rank(2, id, rank).unwrap();
+                    let r = super::Rank {
+                        host,
+                        comm,
+                        rank: rank as usize,
+                        world: 2,
+                    };
+                    let state = host.comms.get(comm).expect("live");
+                    if rank == 0 {
+                        state
+                            .give_up_before_push
+                            .store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    let data = input(DataType::F32, r.rank, BIG);
+                    let buf = r.upload(&data);
+                    // SAFETY: a live buffer of `BIG` f32, stream and
+                    // communicator, destroyed once.
+                    let error = unsafe {
+                        host.all_reduce(buf, buf, BIG, DataType::F32, ReduceOp::Sum, comm, S)
+                            .unwrap();
+                        host.stream_synchronize(S).unwrap();
+                        let e = host
+                            .comm_async_error(comm)
+                            .expect_err("the all_reduce failed");
+                        host.comm_destroy(comm).unwrap();
+                        e
+                    };
+                    let after = r.download(buf, BIG * 4);
+                    r.free(buf);
+                    (data, after, error.message().to_owned())
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let (input1, after1, error1) = &out[1];
+    // Rank 0 gave up before its first piece: block 0 of rank 1's buffer is
+    // rank 1's input still.
+    let block0 = BIG.div_ceil(2).next_multiple_of(1024) * 4;
+    assert!(
+        after1[..block0] == input1[..block0],
+        "rank 0 pushed after giving up"
+    );
+    assert!(error1.contains("rank 0"), "{error1}");
+    assert!(out[0].2.contains("gave up before pushing"), "{}", out[0].2);
+}
+
+/// A rank that gave up waits until its peers no longer push.
+#[test]
+fn quiesce_waits_for_a_pushing_peer() {
+    with_ranks(2, Mode::OwnVendor, |r| {
+        let state = r.host.comms.get(r.comm).expect("live");
+        if r.rank == 1 {
+            state.set_pushing(true);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            state.set_pushing(false);
+        } else {
+            while state.pushing_flag(1) == 0 {
+                std::thread::yield_now();
+            }
+            state.quiesce();
+            // Only rank 1 clears its flag, 100 ms after setting it.
+            assert_eq!(
+                state.pushing_flag(1),
+                0,
+                "quiesce returned while rank 1 pushed"
+            );
+        }
+    });
+}
