@@ -88,10 +88,8 @@ impl ProcessGroup {
         body(inner, &comm).map_err(context)?;
         let mut end = Event::new(inner.ctx, EventFlag::Timing);
         end.record(&comm.stream).map_err(context)?;
-        let stream = comm.stream;
         let state = inner.work_state(what, vec![comm]);
         *state.events.lock() = Some((start, end));
-        *state.end_stream.lock() = Some(stream);
         inner.watch(Arc::clone(&state));
         Ok(inner.work(state))
     }

@@ -231,7 +231,6 @@ impl ProcessGroup {
         let mut end = Event::new(inner.ctx, EventFlag::Timing);
         end.record(&comm.stream)?;
         *batch.work.events.lock() = Some((batch.start, end));
-        *batch.work.end_stream.lock() = Some(comm.stream);
         inner.watch(Arc::clone(&batch.work));
         Ok(inner.work(batch.work))
     }
@@ -293,7 +292,6 @@ impl Inner {
             ctx: self.ctx,
             comms,
             events: Mutex::new(None),
-            end_stream: Mutex::new(None),
             outcome: outcome::Outcome::default(),
         })
     }

@@ -46,13 +46,12 @@ pub(crate) struct WorkState {
     pub(crate) blocking_wait: bool,
     pub(crate) device: i32,
     pub(crate) ctx: &'static DeviceContext,
-    /// The communicators the op used (their asynchronous errors fail it).
+    /// The communicators the op used (their asynchronous errors fail it);
+    /// the events are recorded on the first one's stream.
     pub(crate) comms: Vec<Arc<Comm>>,
     /// Recorded before and after the op on the communication stream; `None`
     /// until a coalesced batch ends.
     pub(crate) events: Mutex<Option<(Event, Event)>>,
-    /// The communication stream the end event is recorded on.
-    pub(crate) end_stream: Mutex<Option<Stream>>,
     pub(crate) outcome: Outcome,
 }
 
@@ -229,7 +228,7 @@ impl Work {
     /// Queues a callback behind the operation on its communication stream
     /// that sets the returned signal; `None` if it cannot be queued.
     fn arm_signal(&self) -> Option<Arc<Signal>> {
-        let stream = (*self.state.end_stream.lock())?;
+        let stream = self.state.comms.first()?.stream;
         let signal = Arc::new(Signal::default());
         let set = Arc::clone(&signal);
         let ctx = self.state.ctx;

@@ -1,6 +1,7 @@
 //! Cross-memory attach: reading and writing another process's memory with
-//! `process_vm_readv` and `process_vm_writev` (Linux; needs the permission to ptrace-read the
-//! peer: the same user and no Yama restriction, or CAP_SYS_PTRACE).
+//! `process_vm_readv` and `process_vm_writev` (Linux; needs the permission
+//! to ptrace the peer: the same user and no Yama restriction, or
+//! CAP_SYS_PTRACE).
 
 use nix::errno::Errno;
 
@@ -17,17 +18,8 @@ pub(crate) unsafe fn read(
     local: *mut u8,
     len: usize,
 ) -> Result<(), Errno> {
-    let mut done = 0;
-    while done < len {
-        // SAFETY: the caller's contract, for the part not read yet.
-        match unsafe { read_once(pid, remote + done, local.add(done), len - done) } {
-            Ok(0) => return Err(Errno::EFAULT),
-            Ok(n) => done += n,
-            Err(Errno::EINTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    // SAFETY: the caller's contract.
+    unsafe { transfer(Direction::Read, pid, remote, local, len) }
 }
 
 /// Copies `len` bytes at `local` to `remote` in process `pid`; a short
@@ -42,10 +34,31 @@ pub(crate) unsafe fn write(
     local: *const u8,
     len: usize,
 ) -> Result<(), Errno> {
+    // SAFETY: the caller's contract; the kernel only reads `local` here.
+    unsafe { transfer(Direction::Write, pid, remote, local.cast_mut(), len) }
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// [`read`] or [`write`], continuing short transfers.
+///
+/// # Safety
+/// As for the direction's function.
+unsafe fn transfer(
+    direction: Direction,
+    pid: i32,
+    remote: usize,
+    local: *mut u8,
+    len: usize,
+) -> Result<(), Errno> {
     let mut done = 0;
     while done < len {
-        // SAFETY: the caller's contract, for the part not written yet.
-        match unsafe { write_once(pid, remote + done, local.add(done), len - done) } {
+        // SAFETY: the caller's contract, for the part not moved yet.
+        match unsafe { once(direction, pid, remote + done, local.add(done), len - done) } {
             Ok(0) => return Err(Errno::EFAULT),
             Ok(n) => done += n,
             Err(Errno::EINTR) => {}
@@ -56,34 +69,13 @@ pub(crate) unsafe fn write(
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-unsafe fn write_once(
+unsafe fn once(
+    direction: Direction,
     pid: i32,
     remote: usize,
-    local: *const u8,
+    local: *mut u8,
     len: usize,
 ) -> Result<usize, Errno> {
-    use nix::libc;
-    let local = libc::iovec {
-        iov_base: local as *mut libc::c_void,
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: remote as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: one local iovec the kernel only reads; the remote range is
-    // checked by the kernel against the other process's mappings.
-    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-    usize::try_from(n).map_err(|_| Errno::last())
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-unsafe fn write_once(_: i32, _: usize, _: *const u8, _: usize) -> Result<usize, Errno> {
-    Err(Errno::ENOSYS)
-}
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-unsafe fn read_once(pid: i32, remote: usize, local: *mut u8, len: usize) -> Result<usize, Errno> {
     use nix::libc;
     let local = libc::iovec {
         iov_base: local.cast(),
@@ -93,14 +85,20 @@ unsafe fn read_once(pid: i32, remote: usize, local: *mut u8, len: usize) -> Resu
         iov_base: remote as *mut libc::c_void,
         iov_len: len,
     };
-    // SAFETY: one local iovec the caller lets the kernel write; the remote
-    // range is checked by the kernel against the other process's mappings.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    // SAFETY: one local iovec the caller lets the kernel write (read) or
+    // read (write); the remote range is checked by the kernel against the
+    // other process's mappings.
+    let n = unsafe {
+        match direction {
+            Direction::Read => libc::process_vm_readv(pid, &local, 1, &remote, 1, 0),
+            Direction::Write => libc::process_vm_writev(pid, &local, 1, &remote, 1, 0),
+        }
+    };
     usize::try_from(n).map_err(|_| Errno::last())
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-unsafe fn read_once(_: i32, _: usize, _: *mut u8, _: usize) -> Result<usize, Errno> {
+unsafe fn once(_: Direction, _: i32, _: usize, _: *mut u8, _: usize) -> Result<usize, Errno> {
     Err(Errno::ENOSYS)
 }
 

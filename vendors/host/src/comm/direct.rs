@@ -5,9 +5,10 @@
 //! A rank reaches a peer of its own process through the address (under
 //! the peer's registry lock, which keeps the buffer from being freed, see
 //! `local.rs`). A peer process's large buffers live in its device arena
-//! (`arena.rs`), a memory file the rank maps once and then reads at memory
-//! speed; a buffer outside it (expandable-segment mappings) is read with
-//! `process_vm_readv` (`cma.rs`, about half memcpy's speed).
+//! (`arena.rs`), a memory file the rank maps once and then reads and
+//! writes at memory speed; a buffer outside it (expandable-segment
+//! mappings) is reached with `process_vm_readv`/`process_vm_writev`
+//! (`cma.rs`, about half memcpy's speed).
 //! Whether a communicator reads directly is decided once, by all ranks
 //! alike ([`CommState::direct`]); if any rank cannot or must not read some
 //! peer, every operation is staged. [`ENV_COMM_DIRECT`] can keep reads to
@@ -574,8 +575,8 @@ impl Direct {
                     if let Some(from) = self.mapped(p, send_side, src + at, n) {
                         let from = from as *const u8;
                         // SAFETY: `from` is `n` bytes of the peer's arena
-                        // mapped here (read-only; the file never shrinks, so
-                        // reads cannot fault), which the peer does not write
+                        // mapped here (the file never shrinks, so reads
+                        // cannot fault), which the peer does not write
                         // in this phase; `to` is `n` bytes of this rank's
                         // receive buffer, live (checked under the read lock,
                         // held) and touched by this rank alone now, in
@@ -648,8 +649,8 @@ impl Direct {
                     "test: gave up before pushing",
                 ));
             }
-            if push && self.comm.abort_seen() {
-                // A rank gave up: its buffers may be reused any time now.
+            if push {
+                // A rank that gave up may reuse its buffers any time now.
                 self.comm.check_abort()?;
             }
             let guards = self.lock(&locks);
@@ -658,11 +659,9 @@ impl Direct {
                 let src = peer.send + at + start * e;
                 // Part p of the scratch (used only when it was allocated).
                 let part = base.wrapping_add(p * piece_bytes);
-                terms[p] = match &peer.access {
-                    Access::Remote(_) if self.mapped(p, true, src, bytes).is_some() => {
-                        let from = self
-                            .mapped(p, true, src, bytes)
-                            .map_or(part as *const u8, |a| a as *const u8);
+                terms[p] = match (&peer.access, self.mapped(p, true, src, bytes)) {
+                    (Access::Remote(_), Some(from)) => {
+                        let from = from as *const u8;
                         if from as usize % e == 0 {
                             from
                         } else {
@@ -673,7 +672,7 @@ impl Direct {
                             part
                         }
                     }
-                    Access::Remote(pid) => {
+                    (Access::Remote(pid), None) => {
                         // SAFETY: part p of the scratch has `piece_bytes`
                         // >= `bytes` and is this thread's alone.
                         unsafe { cma::read(*pid, src, part, bytes) }

@@ -437,12 +437,6 @@ impl CommState {
         self.seg.header().pushing.0[p].load(Ordering::SeqCst)
     }
 
-    /// Whether another rank gave up (or this one aborted), read with the
-    /// ordering [`CommState::set_pushing`] needs.
-    pub(crate) fn abort_seen(&self) -> bool {
-        self.aborted.load(Ordering::SeqCst) || self.seg.header().abort.0.load(Ordering::SeqCst) != 0
-    }
-
     /// After this rank gave up: waits until no peer writes into this
     /// rank's buffers any more (each pusher stops at its next piece once it
     /// sees the abort), or the peer's process is gone, for at most
@@ -464,15 +458,16 @@ impl CommState {
         }
     }
 
-    /// Why waiting must stop: local abort or another rank giving up.
+    /// Why waiting must stop: local abort or another rank giving up (read
+    /// sequentially consistent, as [`CommState::set_pushing`] needs).
     pub(crate) fn check_abort(&self) -> Result<()> {
-        if self.aborted.load(Ordering::Acquire) {
+        if self.aborted.load(Ordering::SeqCst) {
             return Err(Error::new(
                 ErrorKind::VendorError,
                 format!("rank {} aborted the communicator (comm_abort)", self.rank),
             ));
         }
-        let word = self.seg.header().abort.0.load(Ordering::Acquire);
+        let word = self.seg.header().abort.0.load(Ordering::SeqCst);
         if word == 0 {
             return Ok(());
         }
