@@ -23,6 +23,9 @@ pub(crate) enum Use {
     /// Freed and reusable for the same size and stream, kept whole (not
     /// merged or indexed) until the allocator next needs to grow.
     Parked,
+    /// Lent to the thread cache with this key: its thread's user holds it,
+    /// or it waits in one of that cache's slots.
+    Lent(usize),
 }
 
 /// A piece of a segment.

@@ -187,6 +187,10 @@ impl Policy for BestFit {
         true
     }
 
+    fn thread_cached(&self) -> bool {
+        true
+    }
+
     fn pool_name(&self, size: usize) -> &'static str {
         if size <= SMALL_SEGMENT {
             "small"

@@ -109,6 +109,10 @@ impl Policy for BinSize {
         false
     }
 
+    fn thread_cached(&self) -> bool {
+        true
+    }
+
     fn pool_name(&self, _size: usize) -> &'static str {
         "bin"
     }

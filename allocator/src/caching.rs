@@ -1,9 +1,11 @@
 //! The caching allocator shared by TORCH, BF and BS: one lock per device,
 //! segments from the vendor, blocks split and merged as the policy says,
 //! frees deferred until other streams' work is done, OOM recovery,
-//! statistics and snapshots.
+//! statistics and snapshots. BF and BS put thread caches in front of the
+//! lock (`front.rs`).
 
 use std::ffi::c_void;
+use std::sync::{Arc, Weak};
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{PooledEvent, Stream};
@@ -12,6 +14,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::arena::{Arena, BlockId, Use};
 use crate::deferred::Deferred;
 use crate::expandable::Expandables;
+use crate::front::{self, Freed, Front, Home, Live};
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::Source;
@@ -32,13 +35,19 @@ struct State<P> {
     source: Source,
     gc_threshold: Option<f64>,
     expandable: Option<Expandables>,
+    /// The shared parts of the thread caches, when the policy has them.
+    fronts: Option<slab::Slab<Arc<front::Shared>>>,
 }
 
 /// A caching device allocator for one device, over policy `P`.
 pub(crate) struct CachingAllocator<P: Policy> {
     device: i32,
     algorithm: Algorithm,
-    state: Mutex<State<P>>,
+    /// This allocator's key in thread caches, when it has them.
+    cached: Option<u64>,
+    state: Arc<Mutex<State<P>>>,
+    /// `state`, for thread caches to find their way back.
+    home: Weak<dyn Home>,
 }
 
 impl<P: Policy> CachingAllocator<P> {
@@ -58,21 +67,29 @@ impl<P: Policy> CachingAllocator<P> {
             None
         };
         let park = policy.parks_frees() && expandable.is_none();
+        let cached =
+            (policy.thread_cached() && expandable.is_none()).then(front::next_allocator_id);
+        let (device, algorithm) = (source.device, policy.algorithm());
+        let state = Arc::new(Mutex::new(State {
+            policy,
+            arena: Arena::default(),
+            stats: DeviceStats::default(),
+            pending: Deferred::new(),
+            parked: HashMap::default(),
+            parked_blocks: 0,
+            park,
+            source,
+            gc_threshold: config.garbage_collection_threshold,
+            expandable,
+            fronts: cached.map(|_| slab::Slab::new()),
+        }));
+        let home: Weak<dyn Home> = Arc::downgrade(&state) as Weak<Mutex<State<P>>>;
         Ok(CachingAllocator {
-            device: source.device,
-            algorithm: policy.algorithm(),
-            state: Mutex::new(State {
-                policy,
-                arena: Arena::default(),
-                stats: DeviceStats::default(),
-                pending: Deferred::new(),
-                parked: HashMap::default(),
-                parked_blocks: 0,
-                park,
-                source,
-                gc_threshold: config.garbage_collection_threshold,
-                expandable,
-            }),
+            device,
+            algorithm,
+            cached,
+            state,
+            home,
         })
     }
 }
@@ -139,6 +156,12 @@ impl<P: Policy> State<P> {
     fn release_unlisted(&mut self, block: BlockId) {
         let size = self.arena.blocks[block].size;
         self.stats.on_inactive(size);
+        self.cache_block(block);
+    }
+
+    /// Caches a block nobody uses any more (parked, or merged and indexed).
+    fn cache_block(&mut self, block: BlockId) {
+        let size = self.arena.blocks[block].size;
         let b = &mut self.arena.blocks[block];
         b.requested = 0;
         b.other_streams.clear();
@@ -152,6 +175,74 @@ impl<P: Policy> State<P> {
             b.used = Use::Free;
             self.merge_and_index(block);
         }
+    }
+
+    /// Takes back a block from the slots of thread cache `front` (its
+    /// user's free was counted there); false if it is not lent there.
+    fn take_back(&mut self, front: usize, block: BlockId) -> bool {
+        let Some(b) = self.arena.blocks.get(block) else {
+            return false;
+        };
+        if b.used != Use::Lent(front) {
+            return false;
+        }
+        let (addr, size, requested) = (b.addr, b.size, b.requested);
+        self.stats.on_taken_back(size, requested);
+        self.arena.in_use.remove(&addr);
+        self.cache_block(block);
+        true
+    }
+
+    /// Takes back every block waiting in a thread cache's slots; true if
+    /// there was any.
+    fn reclaim_fronts(&mut self) -> bool {
+        let Some(registry) = self.fronts.as_ref() else {
+            return false;
+        };
+        let taken: Vec<(usize, BlockId)> = registry
+            .iter()
+            .flat_map(|(i, shared)| shared.take_all().into_iter().map(move |b| (i, b)))
+            .collect();
+        let mut any = false;
+        for (front, block) in taken {
+            any |= self.take_back(front, block);
+        }
+        any
+    }
+
+    /// Whether `block` waits in a slot of thread cache `front`.
+    fn in_slot(&self, front: usize, block: BlockId) -> bool {
+        self.fronts
+            .as_ref()
+            .and_then(|r| r.get(front))
+            .is_some_and(|shared| shared.slotted().any(|b| b == block))
+    }
+
+    /// Tells thread cache `front` that the block at `addr` is no longer its.
+    fn invalidate(&self, front: usize, addr: usize) {
+        if let Some(shared) = self.fronts.as_ref().and_then(|r| r.get(front)) {
+            shared.invalidate(addr);
+        }
+    }
+
+    /// The statistics with the thread caches' part: their totals added and
+    /// their slotted blocks counted as free.
+    fn reported_stats(&self) -> DeviceStats {
+        let mut stats = self.stats;
+        for (i, shared) in self.fronts.iter().flatten() {
+            stats.add_cache_totals(shared.counters.totals());
+            for block in shared.slotted() {
+                if let Some(b) = self
+                    .arena
+                    .blocks
+                    .get(block)
+                    .filter(|b| b.used == Use::Lent(i))
+                {
+                    stats.as_slotted(b.size, b.requested, !self.arena.is_whole_segment(block));
+                }
+            }
+        }
+        stats
     }
 
     /// Merges a free, unindexed block with its free neighbours and indexes it.
@@ -239,6 +330,7 @@ impl<P: Policy> State<P> {
     /// Gives every cached whole segment back to the vendor (oldest first),
     /// until `keep_below` bytes are reserved if given.
     fn release_cached_segments(&mut self, keep_below: Option<u64>) -> Result<()> {
+        self.reclaim_fronts();
         self.flush_parked();
         let mut whole: Vec<(u64, BlockId)> = self
             .arena
@@ -299,8 +391,9 @@ impl<P: Policy> State<P> {
 
     /// A new segment for a block of `size`, with PyTorch's recovery ladder.
     fn grow(&mut self, size: usize, stream: Stream, requested: usize) -> Result<BlockId> {
-        if self.parked_blocks > 0 {
-            // Merged, the parked blocks may serve the request after all.
+        let reclaimed = self.reclaim_fronts();
+        if self.parked_blocks > 0 || reclaimed {
+            // Merged, the parked and slotted blocks may serve the request after all.
             self.flush_parked();
             if let Some(block) = self.policy.take(&self.arena, size, stream) {
                 self.unindexed(block);
@@ -386,6 +479,16 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 ),
             ));
         }
+        if let Some(id) = self.cached {
+            if let Some(addr) = front::hit(id, stream, bytes) {
+                return Ok(Allocation {
+                    ptr: addr as *mut c_void,
+                    size: bytes,
+                    device: self.device,
+                    stream,
+                });
+            }
+        }
         let mut guard = self.state.lock();
         let st = &mut *guard;
         if !st.pending.is_empty() {
@@ -425,6 +528,17 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         let b = &mut st.arena.blocks[block];
         b.requested = bytes;
         let (addr, size) = (b.addr, b.size);
+        if let (Some(id), Some(registry)) = (self.cached, st.fronts.as_mut()) {
+            let live = Live {
+                block,
+                size,
+                requested: bytes,
+                stream,
+            };
+            if let Some(f) = front::lend(id, &self.home, registry, addr, live) {
+                st.arena.blocks[block].used = Use::Lent(f);
+            }
+        }
         st.arena.in_use.insert(addr, block);
         st.stats.on_allocate(size, bytes);
         Ok(Allocation {
@@ -439,19 +553,39 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         if ptr.is_null() {
             return Ok(());
         }
-        let mut st = self.state.lock();
-        let block = match st.arena.in_use.remove(&(ptr as usize)) {
-            Some(b) if st.arena.blocks[b].used == Use::Allocated => b,
-            other => {
-                if let Some(pending) = other {
-                    st.arena.in_use.insert(ptr as usize, pending);
-                }
-                return Err(Error::invalid_argument(format!(
-                    "{ptr:p} was not allocated by the device {} allocator, or was already freed",
-                    self.device
-                )));
-            }
+        let addr = ptr as usize;
+        // The block this thread's cache knew its user held, or this
+        // thread's cache key.
+        let (released, own) = match self.cached {
+            Some(id) => match front::free(id, addr) {
+                Freed::Cached => return Ok(()),
+                Freed::Full(block) => (Some(block), None),
+                Freed::NotHere => (None, front::index_of(id)),
+            },
+            None => (None, None),
         };
+        let mut st = self.state.lock();
+        let valid = match st.arena.in_use.get(&addr) {
+            Some(&b) => match st.arena.blocks[b].used {
+                Use::Allocated => Some(b),
+                Use::Lent(_) if released == Some(b) => Some(b),
+                // Lent to another thread's cache, and not in its slots: a
+                // free on another thread than the allocation's.
+                Use::Lent(f) if own != Some(f) && !st.in_slot(f, b) => {
+                    st.invalidate(f, addr);
+                    Some(b)
+                }
+                _ => None,
+            },
+            None => None,
+        };
+        let Some(block) = valid else {
+            return Err(Error::invalid_argument(format!(
+                "{ptr:p} was not allocated by the device {} allocator, or was already freed",
+                self.device
+            )));
+        };
+        st.arena.in_use.remove(&addr);
         let (size, requested) = (
             st.arena.blocks[block].size,
             st.arena.blocks[block].requested,
@@ -475,9 +609,25 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     }
 
     fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
+        let own = self.cached.and_then(front::index_of);
         let mut st = self.state.lock();
+        let lent = |st: &State<P>, b: BlockId, f: usize| {
+            // Live unless it waits in a slot; this thread's cache would
+            // have forgotten an address its user freed.
+            !st.in_slot(f, b)
+                && (own != Some(f) || front::holds(self.cached.expect("lent"), ptr as usize))
+        };
         let block = match st.arena.in_use.get(&(ptr as usize)) {
             Some(&b) if st.arena.blocks[b].used == Use::Allocated => b,
+            Some(&b) if matches!(st.arena.blocks[b].used, Use::Lent(f) if lent(&st, b, f)) => {
+                // Its free must now wait for `stream`: the device takes it
+                // back from the thread cache, which forgets it.
+                if let Use::Lent(f) = st.arena.blocks[b].used {
+                    st.invalidate(f, ptr as usize);
+                }
+                st.arena.blocks[b].used = Use::Allocated;
+                b
+            }
             _ => {
                 return Err(Error::invalid_argument(format!(
                     "record_stream: {ptr:p} is not a live allocation of the device {} allocator",
@@ -500,7 +650,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     }
 
     fn stats(&self) -> DeviceStats {
-        self.state.lock().stats
+        self.state.lock().reported_stats()
     }
 
     fn reset_peak_stats(&self) {
@@ -509,6 +659,12 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
 
     fn snapshot(&self) -> Snapshot {
         let st = self.state.lock();
+        let slotted: std::collections::HashSet<BlockId> = st
+            .fronts
+            .iter()
+            .flatten()
+            .flat_map(|(_, shared)| shared.slotted())
+            .collect();
         let mut segments: Vec<SegmentInfo> = st
             .arena
             .segments
@@ -521,13 +677,19 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                     let state = match b.used {
                         Use::Free | Use::Parked => BlockState::Free,
                         Use::Allocated => BlockState::Allocated,
+                        Use::Lent(_) if slotted.contains(&id) => BlockState::Free,
+                        Use::Lent(_) => BlockState::Allocated,
                         Use::Pending => BlockState::Pending,
                     };
                     blocks.push(BlockInfo {
                         address: b.addr,
                         size: b.size,
                         state,
-                        requested: b.requested,
+                        requested: if state == BlockState::Free {
+                            0
+                        } else {
+                            b.requested
+                        },
                     });
                     at = b.next;
                 }
@@ -558,6 +720,27 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
 
     fn set_memory_fraction(&self, fraction: f64) -> Result<()> {
         self.state.lock().source.set_fraction(fraction)
+    }
+}
+
+impl<P: Policy> Home for Mutex<State<P>> {
+    fn retire(&self, front: &mut Front) {
+        let mut st = self.lock();
+        front.settle();
+        for block in front.take_all() {
+            st.take_back(front.index, block);
+        }
+        for (_, live) in front.live.drain() {
+            if let Some(b) = st.arena.blocks.get_mut(live.block) {
+                if b.used == Use::Lent(front.index) {
+                    b.used = Use::Allocated;
+                }
+            }
+        }
+        st.stats.add_cache_totals(front.shared.counters.totals());
+        if let Some(registry) = st.fronts.as_mut() {
+            registry.try_remove(front.index);
+        }
     }
 }
 

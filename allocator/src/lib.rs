@@ -34,6 +34,7 @@ mod config;
 mod deferred;
 mod devices;
 mod expandable;
+mod front;
 mod host;
 mod policy;
 mod raw;

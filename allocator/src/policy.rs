@@ -52,6 +52,12 @@ pub(crate) trait Policy: Send + 'static {
         false
     }
 
+    /// Whether each thread keeps the blocks it freed for its own next
+    /// requests of the same size and stream, without the device lock.
+    fn thread_cached(&self) -> bool {
+        false
+    }
+
     /// Whether blocks are split (expandable segments need it).
     fn splits(&self) -> bool {
         true

@@ -33,6 +33,29 @@ impl Stat {
     pub fn reset_peak(&mut self) {
         self.peak = self.current;
     }
+
+    /// Removes `amount` that was counted but never was there (not a free).
+    fn uncount(&mut self, amount: u64) {
+        self.current = self.current.saturating_sub(amount);
+    }
+
+    /// Adds totals counted elsewhere.
+    fn add_totals(&mut self, allocated: u64, freed: u64) {
+        self.allocated += allocated;
+        self.freed += freed;
+    }
+}
+
+/// What a thread cache served without the device lock: blocks handed out
+/// again (count, bytes, requested bytes) and blocks taken back from users.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CacheTotals {
+    pub(crate) hits: u64,
+    pub(crate) hit_bytes: u64,
+    pub(crate) hit_requested: u64,
+    pub(crate) frees: u64,
+    pub(crate) free_bytes: u64,
+    pub(crate) free_requested: u64,
 }
 
 /// A device allocator's statistics (PyTorch's `DeviceStats`, all pools).
@@ -114,6 +137,37 @@ impl DeviceStats {
     pub(crate) fn on_inactive(&mut self, size: usize) {
         self.active.decrease(1);
         self.active_bytes.decrease(size as u64);
+    }
+
+    /// Records a block lent to a thread cache coming back from the cache's
+    /// slots: its user's free was counted by the cache, so this only stops
+    /// counting it as allocated.
+    pub(crate) fn on_taken_back(&mut self, size: usize, requested: usize) {
+        self.allocation.uncount(1);
+        self.allocated_bytes.uncount(size as u64);
+        self.active.uncount(1);
+        self.active_bytes.uncount(size as u64);
+        self.requested_bytes.uncount(requested as u64);
+    }
+
+    /// Adds a thread cache's totals.
+    pub(crate) fn add_cache_totals(&mut self, t: CacheTotals) {
+        self.allocation.add_totals(t.hits, t.frees);
+        self.active.add_totals(t.hits, t.frees);
+        self.allocated_bytes.add_totals(t.hit_bytes, t.free_bytes);
+        self.active_bytes.add_totals(t.hit_bytes, t.free_bytes);
+        self.requested_bytes
+            .add_totals(t.hit_requested, t.free_requested);
+    }
+
+    /// Counts a block waiting in a thread cache's slot as what it is, free
+    /// (inactive-split when `split`), in a copy made for reading.
+    pub(crate) fn as_slotted(&mut self, size: usize, requested: usize, split: bool) {
+        self.on_taken_back(size, requested);
+        if split {
+            self.inactive_split.increase(1);
+            self.inactive_split_bytes.increase(size as u64);
+        }
     }
 
     /// Records a segment obtained from the vendor.

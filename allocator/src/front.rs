@@ -1,0 +1,367 @@
+//! Thread caches: a thread keeps the blocks it freed in a few slots, by
+//! stream and requested size, and hands them back to its own next
+//! requests of the same size and stream without taking the device lock.
+//!
+//! - A block a thread got from the device is *lent* to that thread's
+//!   cache (the device counts it as allocated). The thread's private map
+//!   knows which of its addresses its user holds; a free of one of them
+//!   puts the block in a free slot, a plain store.
+//! - The device takes slotted blocks back, under its lock, with an atomic
+//!   swap per slot: before it grows, on `empty_cache` and OOM, and when a
+//!   thread ends. The owner takes a slot with a swap too, so each block
+//!   goes to exactly one side.
+//! - A lent block freed on another thread, or used on another stream
+//!   (`record_stream`), goes back to the device under its lock, which tells
+//!   the owner to forget the address (`Shared::invalid`); the owner reads
+//!   that notice at the start of each of its calls.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Weak};
+
+use dipu_stream::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
+use dipu_stream::Stream;
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::arena::BlockId;
+use crate::stats::CacheTotals;
+
+/// Slots per thread and device.
+pub(crate) const SLOTS: usize = 32;
+/// An empty slot (a full one holds its block's id + 1).
+const EMPTY: u64 = 0;
+
+/// The part of a thread cache the device reaches, under its lock.
+pub(crate) struct Shared {
+    slots: [AtomicU64; SLOTS],
+    /// Set when the device took slotted blocks back or posted to `invalid`.
+    notice: AtomicBool,
+    /// Lent addresses that are no longer the owner's (freed elsewhere, or
+    /// handed to the device by `record_stream`).
+    invalid: Mutex<Vec<usize>>,
+    /// What the owner served and took back without the device.
+    pub(crate) counters: Counters,
+}
+
+/// Totals of the calls a thread cache served itself (written by its owner
+/// only, read by statistics).
+pub(crate) struct Counters {
+    pub(crate) hits: AtomicU64,
+    pub(crate) hit_bytes: AtomicU64,
+    pub(crate) hit_requested: AtomicU64,
+    pub(crate) frees: AtomicU64,
+    pub(crate) free_bytes: AtomicU64,
+    pub(crate) free_requested: AtomicU64,
+}
+
+/// Adds to a counter only its owner writes (no read-modify-write needed).
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+}
+
+impl Counters {
+    /// The totals now.
+    pub(crate) fn totals(&self) -> CacheTotals {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CacheTotals {
+            hits: get(&self.hits),
+            hit_bytes: get(&self.hit_bytes),
+            hit_requested: get(&self.hit_requested),
+            frees: get(&self.frees),
+            free_bytes: get(&self.free_bytes),
+            free_requested: get(&self.free_requested),
+        }
+    }
+}
+
+impl Shared {
+    fn new() -> Self {
+        let zero = || AtomicU64::new(0);
+        Shared {
+            slots: std::array::from_fn(|_| AtomicU64::new(EMPTY)),
+            notice: AtomicBool::new(false),
+            invalid: Mutex::new(Vec::new()),
+            counters: Counters {
+                hits: zero(),
+                hit_bytes: zero(),
+                hit_requested: zero(),
+                frees: zero(),
+                free_bytes: zero(),
+                free_requested: zero(),
+            },
+        }
+    }
+
+    /// Takes every slotted block out (device side); tells the owner.
+    pub(crate) fn take_all(&self) -> Vec<BlockId> {
+        let taken: Vec<BlockId> = self
+            .slots
+            .iter()
+            .map(|slot| slot.swap(EMPTY, Ordering::Acquire))
+            .filter(|&v| v != EMPTY)
+            .map(|v| (v - 1) as BlockId)
+            .collect();
+        if !taken.is_empty() {
+            self.notice.store(true, Ordering::Release);
+        }
+        taken
+    }
+
+    /// The blocks in the slots now (device side, for statistics and snapshots).
+    pub(crate) fn slotted(&self) -> impl Iterator<Item = BlockId> + '_ {
+        self.slots
+            .iter()
+            .map(|slot| slot.load(Ordering::Acquire))
+            .filter(|&v| v != EMPTY)
+            .map(|v| (v - 1) as BlockId)
+    }
+
+    /// Tells the owner that `addr` is no longer its (device side).
+    pub(crate) fn invalidate(&self, addr: usize) {
+        self.invalid.lock().push(addr);
+        self.notice.store(true, Ordering::Release);
+    }
+}
+
+/// A block the owner's user holds.
+#[derive(Clone, Copy)]
+pub(crate) struct Live {
+    pub(crate) block: BlockId,
+    pub(crate) size: usize,
+    pub(crate) requested: usize,
+    pub(crate) stream: Stream,
+}
+
+/// What a slot holds, as its owner last left it.
+#[derive(Clone, Copy)]
+struct Slotted {
+    addr: usize,
+    live: Live,
+}
+
+/// The device a thread cache belongs to.
+pub(crate) trait Home: Send + Sync {
+    /// Takes back the cache of a thread that ends: its slotted blocks
+    /// become free, its lent ones ordinary allocations.
+    fn retire(&self, front: &mut Front);
+}
+
+/// One thread's cache for one device allocator.
+pub(crate) struct Front {
+    allocator: u64,
+    /// The cache's key in its device's registry.
+    pub(crate) index: usize,
+    home: Weak<dyn Home>,
+    pub(crate) shared: Arc<Shared>,
+    slots: [Option<Slotted>; SLOTS],
+    /// Slots the owner filled (some may have been taken back since).
+    occupied: u32,
+    /// Lent blocks the owner's user holds, by address.
+    pub(crate) live: HashMap<usize, Live>,
+}
+
+impl Front {
+    /// Takes every slotted block out, for its thread's end (device side).
+    pub(crate) fn take_all(&mut self) -> Vec<BlockId> {
+        self.slots = [None; SLOTS];
+        self.occupied = 0;
+        self.shared.take_all()
+    }
+}
+
+impl Front {
+    /// Reads the device's notices: forgets invalidated addresses and
+    /// empties the slots the device took back.
+    pub(crate) fn settle(&mut self) {
+        if !self.shared.notice.load(Ordering::Acquire) {
+            return;
+        }
+        self.shared.notice.swap(false, Ordering::Acquire);
+        let invalid = std::mem::take(&mut *self.shared.invalid.lock());
+        for addr in invalid {
+            if self.live.remove(&addr).is_some() {
+                continue;
+            }
+            // Freed here and elsewhere at once: keep the device's copy.
+            if let Some(k) = (0..SLOTS).find(|&k| self.slots[k].is_some_and(|s| s.addr == addr)) {
+                self.shared.slots[k].swap(EMPTY, Ordering::Acquire);
+                self.slots[k] = None;
+                self.occupied &= !(1 << k);
+                tracing::error!("{addr:#x} was freed twice at once, on two threads");
+            }
+        }
+        let mut bits = self.occupied;
+        while bits != 0 {
+            let k = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if self.shared.slots[k].load(Ordering::Relaxed) == EMPTY {
+                self.slots[k] = None;
+                self.occupied &= !(1 << k);
+            }
+        }
+    }
+
+    /// A slotted block for `requested` bytes on `stream`, now lent to the user.
+    #[inline]
+    fn pop(&mut self, stream: Stream, requested: usize) -> Option<usize> {
+        self.settle();
+        let mut bits = self.occupied;
+        while bits != 0 {
+            let k = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let Some(s) = self.slots[k] else { continue };
+            if s.live.requested != requested || s.live.stream != stream {
+                continue;
+            }
+            self.slots[k] = None;
+            self.occupied &= !(1 << k);
+            if self.shared.slots[k].swap(EMPTY, Ordering::Acquire) == EMPTY {
+                continue; // the device took it back
+            }
+            let c = &self.shared.counters;
+            bump(&c.hits, 1);
+            bump(&c.hit_bytes, s.live.size as u64);
+            bump(&c.hit_requested, requested as u64);
+            self.live.insert(s.addr, s.live);
+            return Some(s.addr);
+        }
+        None
+    }
+
+    /// Puts a lent block its user freed in a slot.
+    #[inline]
+    fn push(&mut self, addr: usize) -> Freed {
+        self.settle();
+        let Some(live) = self.live.remove(&addr) else {
+            return Freed::NotHere;
+        };
+        let free = !self.occupied;
+        if free == 0 {
+            return Freed::Full(live.block);
+        }
+        let k = free.trailing_zeros() as usize;
+        self.slots[k] = Some(Slotted { addr, live });
+        self.occupied |= 1 << k;
+        self.shared.slots[k].store(live.block as u64 + 1, Ordering::Release);
+        let c = &self.shared.counters;
+        bump(&c.frees, 1);
+        bump(&c.free_bytes, live.size as u64);
+        bump(&c.free_requested, live.requested as u64);
+        Freed::Cached
+    }
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.upgrade() {
+            home.retire(self);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static FRONTS: RefCell<Vec<Front>> = const { RefCell::new(Vec::new()) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static FRONTS: RefCell<Vec<Front>> = RefCell::new(Vec::new());
+}
+
+/// Runs `f` on this thread's cache for `allocator`, if it has one and
+/// thread-local storage is usable (not while the thread ends).
+#[inline]
+fn with_front<R>(allocator: u64, f: impl FnOnce(&mut Front) -> Option<R>) -> Option<R> {
+    FRONTS
+        .try_with(|fronts| {
+            let mut fronts = fronts.try_borrow_mut().ok()?;
+            let front = fronts.iter_mut().find(|x| x.allocator == allocator)?;
+            f(front)
+        })
+        .ok()
+        .flatten()
+}
+
+/// A block for `requested` bytes on `stream` from this thread's cache.
+#[inline]
+pub(crate) fn hit(allocator: u64, stream: Stream, requested: usize) -> Option<usize> {
+    with_front(allocator, |front| front.pop(stream, requested))
+}
+
+/// What this thread's cache did with a freed address.
+pub(crate) enum Freed {
+    /// It took the block into a slot.
+    Cached,
+    /// The block was the user's, but every slot is full: the device frees it.
+    Full(BlockId),
+    /// The address is not one this thread's cache lent.
+    NotHere,
+}
+
+/// Offers a freed address to this thread's cache.
+#[inline]
+pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
+    with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere)
+}
+
+/// Whether this thread's cache for `allocator` knows its user holds `addr`.
+pub(crate) fn holds(allocator: u64, addr: usize) -> bool {
+    with_front(allocator, |front| {
+        front.settle();
+        Some(front.live.contains_key(&addr))
+    })
+    .unwrap_or(false)
+}
+
+/// This thread's cache key for `allocator`, if it has a cache.
+pub(crate) fn index_of(allocator: u64) -> Option<usize> {
+    with_front(allocator, |front| Some(front.index))
+}
+
+/// Lends `block` (at `addr`) to this thread's cache, making the cache if
+/// needed (its shared part goes into the device's `registry`); returns the
+/// cache's key, or `None` when this thread cannot have one now.
+/// Called under the device lock.
+pub(crate) fn lend(
+    allocator: u64,
+    home: &Weak<dyn Home>,
+    registry: &mut slab::Slab<Arc<Shared>>,
+    addr: usize,
+    live: Live,
+) -> Option<usize> {
+    FRONTS
+        .try_with(|fronts| {
+            let mut fronts = fronts.try_borrow_mut().ok()?;
+            let front = match fronts.iter().position(|x| x.allocator == allocator) {
+                Some(i) => &mut fronts[i],
+                None => {
+                    // Caches of dropped allocators go first.
+                    fronts.retain(|x| x.home.strong_count() > 0);
+                    let shared = Arc::new(Shared::new());
+                    let index = registry.insert(shared.clone());
+                    fronts.push(Front {
+                        allocator,
+                        index,
+                        home: home.clone(),
+                        shared,
+                        slots: [None; SLOTS],
+                        occupied: 0,
+                        live: HashMap::default(),
+                    });
+                    fronts.last_mut().expect("just pushed")
+                }
+            };
+            // An address invalidated earlier may be lent again now.
+            front.settle();
+            front.live.insert(addr, live);
+            Some(front.index)
+        })
+        .ok()
+        .flatten()
+}
+
+/// A new allocator's key for thread caches.
+pub(crate) fn next_allocator_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
