@@ -730,8 +730,8 @@ impl<P: Policy> Home for Mutex<State<P>> {
         for block in front.take_all() {
             st.take_back(front.index, block);
         }
-        for (_, live) in front.live.drain() {
-            if let Some(b) = st.arena.blocks.get_mut(live.block) {
+        for block in front.drain_lent() {
+            if let Some(b) = st.arena.blocks.get_mut(block) {
                 if b.used == Use::Lent(front.index) {
                     b.used = Use::Allocated;
                 }

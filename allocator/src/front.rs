@@ -162,16 +162,62 @@ pub(crate) struct Front {
     slots: [Option<Slotted>; SLOTS],
     /// Slots the owner filled (some may have been taken back since).
     occupied: u32,
-    /// Lent blocks the owner's user holds, by address.
-    pub(crate) live: HashMap<usize, Live>,
+    /// Slots whose block the owner's user holds: its free puts it back
+    /// in the same slot (no map to update).
+    out: u32,
+    /// Other lent blocks the owner's user holds, by address.
+    live: HashMap<usize, Live>,
 }
 
 impl Front {
     /// Takes every slotted block out, for its thread's end (device side).
     pub(crate) fn take_all(&mut self) -> Vec<BlockId> {
-        self.slots = [None; SLOTS];
-        self.occupied = 0;
+        self.clear(self.occupied);
         self.shared.take_all()
+    }
+
+    /// Forgets what the owner knew of the slots in `bits`.
+    fn clear(&mut self, bits: u32) {
+        let mut rest = bits;
+        while rest != 0 {
+            let k = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            self.slots[k] = None;
+        }
+        self.occupied &= !bits;
+        self.out &= !bits;
+    }
+
+    /// The slot of a block the owner's user holds at `addr`, if it came from a slot.
+    #[inline]
+    fn out_slot(&self, addr: usize) -> Option<usize> {
+        let mut bits = self.out;
+        while bits != 0 {
+            let k = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if self.slots[k].is_some_and(|s| s.addr == addr) {
+                return Some(k);
+            }
+        }
+        None
+    }
+
+    /// Whether the owner's user holds the lent block at `addr`.
+    pub(crate) fn holds(&self, addr: usize) -> bool {
+        self.out_slot(addr).is_some() || self.live.contains_key(&addr)
+    }
+
+    /// Every lent block the owner's user holds, forgotten (for its thread's end).
+    pub(crate) fn drain_lent(&mut self) -> Vec<BlockId> {
+        let mut blocks: Vec<BlockId> = self.live.drain().map(|(_, l)| l.block).collect();
+        let mut bits = self.out;
+        while bits != 0 {
+            let k = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            blocks.extend(self.slots[k].map(|s| s.live.block));
+        }
+        self.clear(self.out);
+        blocks
     }
 }
 
@@ -188,23 +234,30 @@ impl Front {
             if self.live.remove(&addr).is_some() {
                 continue;
             }
+            if let Some(k) = self.out_slot(addr) {
+                self.clear(1 << k);
+                continue;
+            }
             // Freed here and elsewhere at once: keep the device's copy.
-            if let Some(k) = (0..SLOTS).find(|&k| self.slots[k].is_some_and(|s| s.addr == addr)) {
+            let slotted = (0..SLOTS).find(|&k| {
+                self.occupied & (1 << k) != 0 && self.slots[k].is_some_and(|s| s.addr == addr)
+            });
+            if let Some(k) = slotted {
                 self.shared.slots[k].swap(EMPTY, Ordering::Acquire);
-                self.slots[k] = None;
-                self.occupied &= !(1 << k);
+                self.clear(1 << k);
                 tracing::error!("{addr:#x} was freed twice at once, on two threads");
             }
         }
+        let mut taken = 0;
         let mut bits = self.occupied;
         while bits != 0 {
             let k = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if self.shared.slots[k].load(Ordering::Relaxed) == EMPTY {
-                self.slots[k] = None;
-                self.occupied &= !(1 << k);
+                taken |= 1 << k;
             }
         }
+        self.clear(taken);
     }
 
     /// A slotted block for `requested` bytes on `stream`, now lent to the user.
@@ -219,16 +272,16 @@ impl Front {
             if s.live.requested != requested || s.live.stream != stream {
                 continue;
             }
-            self.slots[k] = None;
-            self.occupied &= !(1 << k);
             if self.shared.slots[k].swap(EMPTY, Ordering::Acquire) == EMPTY {
-                continue; // the device took it back
+                self.clear(1 << k); // the device took it back
+                continue;
             }
+            self.occupied &= !(1 << k);
+            self.out |= 1 << k;
             let c = &self.shared.counters;
             bump(&c.hits, 1);
             bump(&c.hit_bytes, s.live.size as u64);
             bump(&c.hit_requested, requested as u64);
-            self.live.insert(s.addr, s.live);
             return Some(s.addr);
         }
         None
@@ -238,15 +291,22 @@ impl Front {
     #[inline]
     fn push(&mut self, addr: usize) -> Freed {
         self.settle();
-        let Some(live) = self.live.remove(&addr) else {
-            return Freed::NotHere;
+        let (k, live) = match self.out_slot(addr) {
+            Some(k) => (k, self.slots[k].expect("an out slot has its block").live),
+            None => {
+                let Some(live) = self.live.remove(&addr) else {
+                    return Freed::NotHere;
+                };
+                let free = !(self.occupied | self.out) & ALL;
+                if free == 0 {
+                    return Freed::Full(live.block);
+                }
+                let k = free.trailing_zeros() as usize;
+                self.slots[k] = Some(Slotted { addr, live });
+                (k, live)
+            }
         };
-        let free = !self.occupied & ALL;
-        if free == 0 {
-            return Freed::Full(live.block);
-        }
-        let k = free.trailing_zeros() as usize;
-        self.slots[k] = Some(Slotted { addr, live });
+        self.out &= !(1 << k);
         self.occupied |= 1 << k;
         self.shared.slots[k].store(live.block as u64 + 1, Ordering::Release);
         let c = &self.shared.counters;
@@ -314,7 +374,7 @@ pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
 pub(crate) fn holds(allocator: u64, addr: usize) -> bool {
     with_front(allocator, |front| {
         front.settle();
-        Some(front.live.contains_key(&addr))
+        Some(front.holds(addr))
     })
     .unwrap_or(false)
 }
@@ -352,6 +412,7 @@ pub(crate) fn lend(
                         shared,
                         slots: [None; SLOTS],
                         occupied: 0,
+                        out: 0,
                         live: HashMap::default(),
                     });
                     fronts.last_mut().expect("just pushed")
