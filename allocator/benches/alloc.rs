@@ -1,7 +1,9 @@
 //! The allocate+free pair of each device allocator when it hits its cache
-//! (host vendor, one thread), beside the system allocator's pair
-//! (`std::alloc`, 256-byte alignment) as the baseline: report ratios, not
-//! absolute times. Ids: `alloc_hit/<BF|BS|TORCH|RAW|system>/<bytes>`.
+//! (host vendor), beside the system allocator's pair (`std::alloc`,
+//! 256-byte alignment) as the baseline: report ratios, not absolute times.
+//! Ids: `alloc_hit/<BF|BS|TORCH|RAW|system>/<bytes>` (one thread) and
+//! `alloc_hit_2threads/...` (two threads at once on one allocator, each on
+//! its own stream; the time is per pair per thread).
 #![expect(
     missing_docs,
     reason = "criterion_group! generates an undocumented function"
@@ -9,7 +11,8 @@
 
 use std::alloc::Layout;
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dipu_allocator::{new_device_allocator, Algorithm, AllocatorConfig};
@@ -81,5 +84,80 @@ fn hit_pair(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, hit_pair);
+/// Runs `pair` `iters` times on each of two threads started together;
+/// the slower thread's time.
+fn on_two_threads(iters: u64, pair: impl Fn(usize) + Sync) -> Duration {
+    let start = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let run = |thread: usize| {
+            let (start, pair) = (&start, &pair);
+            move || {
+                start.wait();
+                let t = Instant::now();
+                for _ in 0..iters {
+                    pair(thread);
+                }
+                t.elapsed()
+            }
+        };
+        let other = scope.spawn(run(1));
+        let mine = run(0)();
+        mine.max(other.join().expect("bench thread"))
+    })
+}
+
+fn hit_pair_two_threads(c: &mut Criterion) {
+    let vendor = Arc::new(
+        HostVendor::new(HostConfig {
+            memory_per_device: 64 << 30,
+            ..HostConfig::default()
+        })
+        .expect("host vendor"),
+    );
+    let ctx = DeviceContext::new(vendor).expect("context");
+    ctx.set_device(0).unwrap();
+    let streams = [
+        ctx.stream_from_pool(0, false).unwrap(),
+        ctx.stream_from_pool(0, false).unwrap(),
+    ];
+    assert!(streams[0] != streams[1], "two streams");
+
+    let mut group = c.benchmark_group("alloc_hit_2threads");
+    for size in SIZES {
+        for algorithm in [Algorithm::BestFit, Algorithm::BinSize, Algorithm::Torch] {
+            let alloc =
+                new_device_allocator(ctx, 0, algorithm, &AllocatorConfig::default()).unwrap();
+            let pair = |thread: usize| {
+                let a = alloc.allocate(black_box(size), streams[thread]).unwrap();
+                alloc.free(black_box(a.ptr)).unwrap();
+            };
+            // Warm: both threads' first pairs make the segments.
+            on_two_threads(10, pair);
+            group.bench_function(BenchmarkId::new(algorithm.name(), size), |b| {
+                b.iter_custom(|iters| on_two_threads(iters, pair))
+            });
+            for s in streams {
+                s.synchronize().unwrap();
+            }
+            alloc.empty_cache().unwrap();
+        }
+        let layout = Layout::from_size_align(size, 256).unwrap();
+        group.bench_function(BenchmarkId::new("system", size), |b| {
+            b.iter_custom(|iters| {
+                on_two_threads(iters, |_| {
+                    // SAFETY: `layout` has a nonzero size; the block is
+                    // freed once, with the same layout.
+                    unsafe {
+                        let p = std::alloc::alloc(black_box(layout));
+                        assert!(!p.is_null(), "system allocator out of memory");
+                        std::alloc::dealloc(black_box(p), layout);
+                    }
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, hit_pair, hit_pair_two_threads);
 criterion_main!(benches);
