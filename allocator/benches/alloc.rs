@@ -27,7 +27,8 @@ const ALGORITHMS: [Algorithm; 4] = [
     Algorithm::Raw,
 ];
 
-fn hit_pair(c: &mut Criterion) {
+/// A host vendor with 64 GiB of (uncommitted) device memory, device 0 current.
+fn host_context() -> &'static DeviceContext {
     let vendor = Arc::new(
         HostVendor::new(HostConfig {
             memory_per_device: 64 << 30,
@@ -37,6 +38,11 @@ fn hit_pair(c: &mut Criterion) {
     );
     let ctx = DeviceContext::new(vendor).expect("context");
     ctx.set_device(0).unwrap();
+    ctx
+}
+
+fn hit_pair(c: &mut Criterion) {
+    let ctx = host_context();
     let stream = ctx.stream_from_pool(0, false).unwrap();
 
     let mut group = c.benchmark_group("alloc_hit");
@@ -107,15 +113,7 @@ fn on_two_threads(iters: u64, pair: impl Fn(usize) + Sync) -> Duration {
 }
 
 fn hit_pair_two_threads(c: &mut Criterion) {
-    let vendor = Arc::new(
-        HostVendor::new(HostConfig {
-            memory_per_device: 64 << 30,
-            ..HostConfig::default()
-        })
-        .expect("host vendor"),
-    );
-    let ctx = DeviceContext::new(vendor).expect("context");
-    ctx.set_device(0).unwrap();
+    let ctx = host_context();
     let streams = [
         ctx.stream_from_pool(0, false).unwrap(),
         ctx.stream_from_pool(0, false).unwrap(),

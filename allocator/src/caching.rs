@@ -46,8 +46,6 @@ pub(crate) struct CachingAllocator<P: Policy> {
     /// This allocator's key in thread caches, when it has them.
     cached: Option<u64>,
     state: Arc<Mutex<State<P>>>,
-    /// `state`, for thread caches to find their way back.
-    home: Weak<dyn Home>,
 }
 
 impl<P: Policy> CachingAllocator<P> {
@@ -83,13 +81,11 @@ impl<P: Policy> CachingAllocator<P> {
             expandable,
             fronts: cached.map(|_| slab::Slab::new()),
         }));
-        let home: Weak<dyn Home> = Arc::downgrade(&state) as Weak<Mutex<State<P>>>;
         Ok(CachingAllocator {
             device,
             algorithm,
             cached,
             state,
-            home,
         })
     }
 }
@@ -535,7 +531,8 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 requested: bytes,
                 stream,
             };
-            if let Some(f) = front::lend(id, &self.home, registry, addr, live) {
+            let home = || Arc::downgrade(&self.state) as Weak<dyn Home>;
+            if let Some(f) = front::lend(id, home, registry, addr, live) {
                 st.arena.blocks[block].used = Use::Lent(f);
             }
         }
@@ -560,32 +557,32 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             Some(id) => match front::free(id, addr) {
                 Freed::Cached => return Ok(()),
                 Freed::Full(block) => (Some(block), None),
-                Freed::NotHere => (None, front::index_of(id)),
+                Freed::NotHere(own) => (None, own),
             },
             None => (None, None),
         };
         let mut st = self.state.lock();
-        let valid = match st.arena.in_use.get(&addr) {
-            Some(&b) => match st.arena.blocks[b].used {
-                Use::Allocated => Some(b),
-                Use::Lent(_) if released == Some(b) => Some(b),
-                // Lent to another thread's cache, and not in its slots: a
-                // free on another thread than the allocation's.
-                Use::Lent(f) if own != Some(f) && !st.in_slot(f, b) => {
-                    st.invalidate(f, addr);
-                    Some(b)
-                }
-                _ => None,
-            },
-            None => None,
+        let found = st.arena.in_use.remove(&addr);
+        let valid = match found.map(|b| (b, st.arena.blocks[b].used)) {
+            Some((b, Use::Allocated)) => Some(b),
+            Some((b, Use::Lent(_))) if released == Some(b) => Some(b),
+            // Lent to another thread's cache, and not in its slots: a free
+            // on another thread than the allocation's.
+            Some((b, Use::Lent(f))) if own != Some(f) && !st.in_slot(f, b) => {
+                st.invalidate(f, addr);
+                Some(b)
+            }
+            _ => None,
         };
         let Some(block) = valid else {
+            if let Some(b) = found {
+                st.arena.in_use.insert(addr, b);
+            }
             return Err(Error::invalid_argument(format!(
                 "{ptr:p} was not allocated by the device {} allocator, or was already freed",
                 self.device
             )));
         };
-        st.arena.in_use.remove(&addr);
         let (size, requested) = (
             st.arena.blocks[block].size,
             st.arena.blocks[block].requested,
@@ -609,22 +606,20 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     }
 
     fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
+        let addr = ptr as usize;
         let own = self.cached.and_then(front::index_of);
         let mut st = self.state.lock();
-        let lent = |st: &State<P>, b: BlockId, f: usize| {
-            // Live unless it waits in a slot; this thread's cache would
-            // have forgotten an address its user freed.
-            !st.in_slot(f, b)
-                && (own != Some(f) || front::holds(self.cached.expect("lent"), ptr as usize))
-        };
-        let block = match st.arena.in_use.get(&(ptr as usize)) {
-            Some(&b) if st.arena.blocks[b].used == Use::Allocated => b,
-            Some(&b) if matches!(st.arena.blocks[b].used, Use::Lent(f) if lent(&st, b, f)) => {
-                // Its free must now wait for `stream`: the device takes it
-                // back from the thread cache, which forgets it.
-                if let Use::Lent(f) = st.arena.blocks[b].used {
-                    st.invalidate(f, ptr as usize);
-                }
+        let found = st.arena.in_use.get(&addr).copied();
+        let block = match found.map(|b| (b, st.arena.blocks[b].used)) {
+            Some((b, Use::Allocated)) => b,
+            // Lent and live: not in a slot, and not an address this
+            // thread's cache saw its user free. Its free must now wait for
+            // `stream`, so the device takes it back from the cache.
+            Some((b, Use::Lent(f)))
+                if !st.in_slot(f, b)
+                    && (own != Some(f) || self.cached.is_some_and(|id| front::holds(id, addr))) =>
+            {
+                st.invalidate(f, addr);
                 st.arena.blocks[b].used = Use::Allocated;
                 b
             }
@@ -750,7 +745,23 @@ mod loom_tests {
 
     use loom::sync::Mutex as LoomMutex;
 
+    use dipu_stream::Stream;
+
     use crate::{new_device_allocator, Algorithm, AllocatorConfig, DeviceAllocator};
+
+    /// An allocator of `algorithm` for a 64 MiB host device, and the
+    /// device's current stream.
+    fn host_allocator(algorithm: Algorithm) -> (Arc<dyn DeviceAllocator>, Stream) {
+        let vendor = dipu_vendor_host::HostVendor::new(dipu_vendor_host::HostConfig {
+            devices: 1,
+            memory_per_device: 64 << 20,
+            ..Default::default()
+        })
+        .unwrap();
+        let ctx = dipu_stream::DeviceContext::new(Arc::new(vendor)).unwrap();
+        let alloc = new_device_allocator(ctx, 0, algorithm, &AllocatorConfig::default()).unwrap();
+        (Arc::from(alloc), ctx.current_stream(0).unwrap())
+    }
 
     /// Two threads allocate and free at once through one device allocator
     /// whose cache already holds a segment: every interleaving hands out
@@ -758,18 +769,7 @@ mod loom_tests {
     #[test]
     fn concurrent_allocate_and_free_never_share_memory() {
         loom::model(|| {
-            let vendor = dipu_vendor_host::HostVendor::new(dipu_vendor_host::HostConfig {
-                devices: 1,
-                memory_per_device: 64 << 20,
-                ..Default::default()
-            })
-            .unwrap();
-            let ctx = dipu_stream::DeviceContext::new(Arc::new(vendor)).unwrap();
-            let alloc: Arc<dyn DeviceAllocator> = Arc::from(
-                new_device_allocator(ctx, 0, Algorithm::BestFit, &AllocatorConfig::default())
-                    .unwrap(),
-            );
-            let stream = ctx.current_stream(0).unwrap();
+            let (alloc, stream) = host_allocator(Algorithm::BestFit);
             let warm = alloc.allocate(8192, stream).unwrap();
             alloc.free(warm.ptr).unwrap();
             let live = Arc::new(LoomMutex::new(Vec::<(usize, usize)>::new()));
@@ -812,18 +812,7 @@ mod loom_tests {
     #[test]
     fn a_cached_block_goes_to_exactly_one_thread() {
         loom::model(|| {
-            let vendor = dipu_vendor_host::HostVendor::new(dipu_vendor_host::HostConfig {
-                devices: 1,
-                memory_per_device: 64 << 20,
-                ..Default::default()
-            })
-            .unwrap();
-            let ctx = dipu_stream::DeviceContext::new(Arc::new(vendor)).unwrap();
-            let alloc: Arc<dyn DeviceAllocator> = Arc::from(
-                new_device_allocator(ctx, 0, Algorithm::BinSize, &AllocatorConfig::default())
-                    .unwrap(),
-            );
-            let stream = ctx.current_stream(0).unwrap();
+            let (alloc, stream) = host_allocator(Algorithm::BinSize);
             let cached = alloc.allocate(4096, stream).unwrap();
             alloc.free(cached.ptr).unwrap();
             let other = {
@@ -858,18 +847,7 @@ mod loom_tests {
     #[test]
     fn a_free_on_another_thread_reaches_the_lending_cache() {
         loom::model(|| {
-            let vendor = dipu_vendor_host::HostVendor::new(dipu_vendor_host::HostConfig {
-                devices: 1,
-                memory_per_device: 64 << 20,
-                ..Default::default()
-            })
-            .unwrap();
-            let ctx = dipu_stream::DeviceContext::new(Arc::new(vendor)).unwrap();
-            let alloc: Arc<dyn DeviceAllocator> = Arc::from(
-                new_device_allocator(ctx, 0, Algorithm::BinSize, &AllocatorConfig::default())
-                    .unwrap(),
-            );
-            let stream = ctx.current_stream(0).unwrap();
+            let (alloc, stream) = host_allocator(Algorithm::BinSize);
             let lent = alloc.allocate(4096, stream).unwrap();
             let mine = alloc.allocate(8192, stream).unwrap();
             let other = {

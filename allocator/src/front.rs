@@ -28,9 +28,9 @@ use crate::stats::CacheTotals;
 /// Slots per thread and device (at most 32; fewer in loom models, whose
 /// branch budget each atomic slot spends).
 #[cfg(not(loom))]
-pub(crate) const SLOTS: usize = 32;
+const SLOTS: usize = 32;
 #[cfg(loom)]
-pub(crate) const SLOTS: usize = 2;
+const SLOTS: usize = 2;
 /// Every slot's bit.
 const ALL: u32 = u32::MAX >> (32 - SLOTS);
 /// An empty slot (a full one holds its block's id + 1).
@@ -295,7 +295,7 @@ impl Front {
             Some(k) => (k, self.slots[k].expect("an out slot has its block").live),
             None => {
                 let Some(live) = self.live.remove(&addr) else {
-                    return Freed::NotHere;
+                    return Freed::NotHere(Some(self.index));
                 };
                 let free = !(self.occupied | self.out) & ALL;
                 if free == 0 {
@@ -360,14 +360,15 @@ pub(crate) enum Freed {
     Cached,
     /// The block was the user's, but every slot is full: the device frees it.
     Full(BlockId),
-    /// The address is not one this thread's cache lent.
-    NotHere,
+    /// The address is not one this thread's cache lent (with the cache's
+    /// key, if this thread has a cache).
+    NotHere(Option<usize>),
 }
 
 /// Offers a freed address to this thread's cache.
 #[inline]
 pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
-    with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere)
+    with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere(None))
 }
 
 /// Whether this thread's cache for `allocator` knows its user holds `addr`.
@@ -385,12 +386,12 @@ pub(crate) fn index_of(allocator: u64) -> Option<usize> {
 }
 
 /// Lends `block` (at `addr`) to this thread's cache, making the cache if
-/// needed (its shared part goes into the device's `registry`); returns the
-/// cache's key, or `None` when this thread cannot have one now.
-/// Called under the device lock.
+/// needed (its shared part goes into the device's `registry`, and `home`
+/// leads back to the device); returns the cache's key, or `None` when
+/// this thread cannot have one now. Called under the device lock.
 pub(crate) fn lend(
     allocator: u64,
-    home: &Weak<dyn Home>,
+    home: impl FnOnce() -> Weak<dyn Home>,
     registry: &mut slab::Slab<Arc<Shared>>,
     addr: usize,
     live: Live,
@@ -408,7 +409,7 @@ pub(crate) fn lend(
                     fronts.push(Front {
                         allocator,
                         index,
-                        home: home.clone(),
+                        home: home(),
                         shared,
                         slots: [None; SLOTS],
                         occupied: 0,
