@@ -1,0 +1,215 @@
+//! How a device allocator gets memory and gives it back: new segments with
+//! the out-of-memory recovery ladder, mapping for expandable segments,
+//! deferred frees that have completed, and releasing cached segments.
+
+use dipu_deviceapi::{Error, ErrorKind, Result};
+use dipu_stream::Stream;
+
+use super::State;
+use crate::arena::{BlockId, Use};
+use crate::policy::Policy;
+
+impl<P: Policy> State<P> {
+    /// Unmaps the free granules of every expandable segment.
+    pub(super) fn unmap_free_granules(&mut self) -> Result<()> {
+        if let Some(exp) = self.expandable.as_mut() {
+            let bytes = exp.unmap_free_all(&self.arena)?;
+            let granularity = exp.vm.granularity;
+            self.stats.reserved_bytes.decrease(bytes as u64);
+            self.stats.num_device_free += (bytes / granularity) as u64;
+        }
+        Ok(())
+    }
+
+    /// Maps the granules an allocated block of an expandable segment
+    /// needs, unmapping free granules and retrying once when out of memory.
+    pub(super) fn map_for(&mut self, block: BlockId) -> Result<()> {
+        let Some(exp) = self.expandable.as_mut() else {
+            return Ok(());
+        };
+        let (addr, size, segment) = {
+            let b = &self.arena.blocks[block];
+            (b.addr, b.size, b.segment)
+        };
+        let stream = self.arena.segments[segment].stream;
+        let vm = exp.vm;
+        let needs = match exp.by_stream.get(&stream).filter(|e| e.segment == segment) {
+            Some(seg) => vm.needs_mapping(seg, addr, size),
+            None => return Ok(()),
+        };
+        if !needs {
+            return Ok(());
+        }
+        if self.policy.release_before_grow() {
+            self.flush_parked();
+            self.unmap_free_granules()?;
+        }
+        let mut retried = false;
+        loop {
+            let exp = self.expandable.as_mut().expect("checked above");
+            let seg = exp.by_stream.get_mut(&stream).expect("checked above");
+            match vm.map_range(seg, addr, size) {
+                Ok(bytes) => {
+                    self.stats.reserved_bytes.increase(bytes as u64);
+                    self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
+                    self.stats.num_alloc_retries += u64::from(retried);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::OutOfMemory && !retried => {
+                    retried = true;
+                    self.release_cached_segments(None)?;
+                    self.process_pending(true)?;
+                    self.stats.num_sync_all_streams += 1;
+                    self.release_cached_segments(None)?;
+                }
+                Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                    self.stats.num_ooms += 1;
+                    return Err(self.oom_error(size, size, &e));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Releases pending frees whose events have all completed (all of them,
+    /// waiting, when `wait`).
+    pub(super) fn process_pending(&mut self, wait: bool) -> Result<()> {
+        for block in self.pending.take_ready(wait)? {
+            self.release(block);
+        }
+        Ok(())
+    }
+
+    /// Gives every cached whole segment back to the vendor (oldest first),
+    /// until `keep_below` bytes are reserved if given.
+    pub(super) fn release_cached_segments(&mut self, keep_below: Option<u64>) -> Result<()> {
+        self.reclaim_fronts();
+        self.flush_parked();
+        let mut whole: Vec<(u64, BlockId)> = self
+            .arena
+            .segments
+            .iter()
+            .filter(|(id, s)| {
+                s.blocks == 1
+                    && self.arena.blocks[s.first].used == Use::Free
+                    && !self
+                        .expandable
+                        .as_ref()
+                        .is_some_and(|e| e.is_expandable(*id))
+            })
+            .map(|(_, s)| (s.born, s.first))
+            .collect();
+        whole.sort_unstable();
+        for (_, block) in whole {
+            if keep_below.is_some_and(|limit| self.stats.reserved_bytes.current <= limit) {
+                break;
+            }
+            self.policy.remove(&self.arena, block);
+            let (addr, size) = self.arena.remove_segment(block);
+            self.source.free(addr)?;
+            self.stats.on_segment_released(size);
+        }
+        if keep_below.is_none() {
+            self.unmap_free_granules()?;
+            self.release_empty_reservations()?;
+        }
+        Ok(())
+    }
+
+    /// Gives back the address ranges of expandable segments that are wholly free and unmapped.
+    pub(super) fn release_empty_reservations(&mut self) -> Result<()> {
+        let Some(exp) = self.expandable.as_mut() else {
+            return Ok(());
+        };
+        let empty: Vec<_> = exp
+            .by_stream
+            .iter()
+            .filter(|(_, e)| exp.mapped_bytes(e) == 0)
+            .map(|(stream, e)| (*stream, self.arena.segments[e.segment].first))
+            .filter(|(_, first)| {
+                self.arena.is_whole_segment(*first) && self.arena.blocks[*first].used == Use::Free
+            })
+            .collect();
+        for (stream, block) in empty {
+            self.policy.remove(&self.arena, block);
+            self.arena.remove_segment(block);
+            self.expandable
+                .as_mut()
+                .expect("checked above")
+                .free_reservation(stream)?;
+            self.stats.segment.decrease(1);
+        }
+        Ok(())
+    }
+
+    /// A new segment for a block of `size`, with PyTorch's recovery ladder.
+    pub(super) fn grow(
+        &mut self,
+        size: usize,
+        stream: Stream,
+        requested: usize,
+    ) -> Result<BlockId> {
+        let reclaimed = self.reclaim_fronts();
+        if self.parked_blocks > 0 || reclaimed {
+            // Merged, the parked and slotted blocks may serve the request after all.
+            self.flush_parked();
+            if let Some(block) = self.policy.take(&self.arena, size, stream) {
+                self.unindexed(block);
+                return Ok(block);
+            }
+        }
+        if let Some(exp) = self.expandable.as_mut() {
+            if let Some(block) = exp.reserve(&mut self.arena, stream)? {
+                self.stats.segment.increase(1);
+                return Ok(block);
+            }
+            // The stream's range cannot serve this pool (TORCH's small
+            // requests): fall back to a regular segment.
+        }
+        let seg = self.policy.segment_size(size);
+        if self.policy.release_before_grow() {
+            self.release_cached_segments(None)?;
+        }
+        if let Some(t) = self.gc_threshold {
+            let limit = (self.source.limit as f64 * t) as u64;
+            if self.stats.reserved_bytes.current + seg as u64 > limit {
+                self.release_cached_segments(Some(limit.saturating_sub(seg as u64)))?;
+            }
+        }
+        let first = self.source.malloc(seg, self.stats.reserved_bytes.current);
+        let ptr = match first {
+            Ok(ptr) => ptr,
+            Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                self.release_cached_segments(None)?;
+                self.process_pending(true)?;
+                self.stats.num_sync_all_streams += 1;
+                self.release_cached_segments(None)?;
+                match self.source.malloc(seg, self.stats.reserved_bytes.current) {
+                    Ok(ptr) => {
+                        self.stats.num_alloc_retries += 1;
+                        ptr
+                    }
+                    Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                        self.stats.num_ooms += 1;
+                        return Err(self.oom_error(requested, seg, &e));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        self.stats.on_segment_created(seg);
+        Ok(self.arena.add_segment(ptr as usize, seg, stream))
+    }
+
+    pub(super) fn oom_error(&self, requested: usize, segment: usize, cause: &Error) -> Error {
+        let s = &self.stats;
+        self.source.oom_error(
+            requested,
+            segment,
+            s.reserved_bytes.current,
+            s.allocated_bytes.current,
+            cause,
+        )
+    }
+}
