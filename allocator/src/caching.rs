@@ -2,7 +2,8 @@
 //! segments from the vendor, blocks split and merged as the policy says,
 //! frees deferred until other streams' work is done, OOM recovery,
 //! statistics and snapshots. BF and BS put thread caches in front of the
-//! lock (`front.rs`).
+//! lock (`front.rs`; the device's side of them is `caching/fronts.rs`).
+//! Getting memory from the vendor and giving it back is `caching/growth.rs`.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Weak};
