@@ -3,7 +3,10 @@
 //! 256-byte alignment) as the baseline: report ratios, not absolute times.
 //! Ids: `alloc_hit/<BF|BS|TORCH|RAW|system>/<bytes>` (one thread) and
 //! `alloc_hit_2threads/...` (two threads at once on one allocator, each on
-//! its own stream; the time is per pair per thread).
+//! its own stream; the time is per pair per thread). `alloc_replay/<BF|BS|
+//! TORCH|system>` replays resnet18.trace on a warm allocator (the general
+//! path: splits, merges, misses), BF and BS also with `thread_caches:False`;
+//! the time is per replay (7809 events).
 #![expect(
     missing_docs,
     reason = "criterion_group! generates an undocumented function"
@@ -14,7 +17,9 @@ use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use criterion::Throughput;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use dipu_allocator::replay::{Trace, TraceEvent};
 use dipu_allocator::{new_device_allocator, Algorithm, AllocatorConfig};
 use dipu_stream::DeviceContext;
 use dipu_vendor_host::{HostConfig, HostVendor};
@@ -157,5 +162,103 @@ fn hit_pair_two_threads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, hit_pair, hit_pair_two_threads);
+/// The trace's events with block ids renumbered densely (for a `Vec` of
+/// live blocks), and how many ids there are.
+fn dense_trace() -> (Vec<TraceEvent>, usize) {
+    let text = include_str!("../traces/resnet18.trace");
+    let trace = Trace::parse(text).expect("trace parses");
+    let mut ids = std::collections::HashMap::new();
+    let events: Vec<TraceEvent> = trace
+        .events
+        .iter()
+        .map(|e| match *e {
+            TraceEvent::Allocate { id, bytes } => {
+                let n = ids.len() as u64;
+                TraceEvent::Allocate {
+                    id: *ids.entry(id).or_insert(n),
+                    bytes,
+                }
+            }
+            TraceEvent::Free { id } => TraceEvent::Free { id: ids[&id] },
+        })
+        .collect();
+    (events, ids.len())
+}
+
+/// Replays `events` once: `allocate(bytes)` gives a pointer, `free` takes it
+/// back; blocks still live at the end are freed too.
+fn replay_once<P: Copy>(
+    events: &[TraceEvent],
+    live: &mut [Option<P>],
+    mut allocate: impl FnMut(usize) -> P,
+    mut free: impl FnMut(P),
+) {
+    for event in events {
+        match *event {
+            TraceEvent::Allocate { id, bytes } => {
+                live[id as usize] = Some(allocate(black_box(bytes)));
+            }
+            TraceEvent::Free { id } => free(live[id as usize].take().expect("live block")),
+        }
+    }
+    for p in live.iter_mut().filter_map(Option::take) {
+        free(p);
+    }
+}
+
+fn replay_trace(c: &mut Criterion) {
+    let ctx = host_context();
+    let stream = ctx.stream_from_pool(0, false).unwrap();
+    let (events, ids) = dense_trace();
+    let mut group = c.benchmark_group("alloc_replay");
+    group.throughput(Throughput::Elements(events.len() as u64));
+    group.sample_size(20);
+    let no_caches = AllocatorConfig {
+        thread_caches: false,
+        ..AllocatorConfig::default()
+    };
+    for (algorithm, config, name) in [
+        (Algorithm::BestFit, &AllocatorConfig::default(), "BF"),
+        (Algorithm::BestFit, &no_caches, "BF,thread_caches:False"),
+        (Algorithm::BinSize, &AllocatorConfig::default(), "BS"),
+        (Algorithm::BinSize, &no_caches, "BS,thread_caches:False"),
+        (Algorithm::Torch, &AllocatorConfig::default(), "TORCH"),
+    ] {
+        let alloc = new_device_allocator(ctx, 0, algorithm, config).unwrap();
+        let mut live = vec![None; ids];
+        let mut run = || {
+            replay_once(
+                &events,
+                &mut live,
+                |bytes| alloc.allocate(bytes, stream).unwrap().ptr as usize,
+                |p| alloc.free(p as *mut std::ffi::c_void).unwrap(),
+            )
+        };
+        run(); // Warm: the first pass makes the segments a training loop keeps.
+        group.bench_function(name, |b| b.iter(&mut run));
+        assert_eq!(alloc.stats().allocated_bytes.current, 0, "{name}: all freed");
+        alloc.empty_cache().unwrap();
+    }
+    let mut live = vec![None; ids];
+    group.bench_function("system", |b| {
+        b.iter(|| {
+            replay_once(
+                &events,
+                &mut live,
+                |bytes| {
+                    let layout = Layout::from_size_align(bytes.max(1), 256).unwrap();
+                    // SAFETY: `layout` has a nonzero size.
+                    let p = unsafe { std::alloc::alloc(layout) };
+                    assert!(!p.is_null(), "system allocator out of memory");
+                    (p, layout)
+                },
+                // SAFETY: each block is freed once, with its layout.
+                |(p, layout)| unsafe { std::alloc::dealloc(p, layout) },
+            )
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, hit_pair, hit_pair_two_threads, replay_trace);
 criterion_main!(benches);

@@ -69,8 +69,8 @@ impl<P: Policy> CachingAllocator<P> {
             None
         };
         let park = policy.parks_frees() && expandable.is_none();
-        let cached =
-            (policy.thread_cached() && expandable.is_none()).then(front::next_allocator_id);
+        let cached = (policy.thread_cached() && config.thread_caches && expandable.is_none())
+            .then(front::next_allocator_id);
         let (device, algorithm) = (source.device, policy.algorithm());
         let state = Arc::new(Mutex::new(State {
             policy,

@@ -95,6 +95,9 @@ pub struct AllocatorConfig {
     pub roundup_power2_divisions: Vec<(usize, usize)>,
     /// The fraction of the device's memory this process may reserve.
     pub per_process_memory_fraction: f64,
+    /// Whether `BF` and `BS` keep per-thread caches in front of the device
+    /// lock (faster repeats; every other call does a little more work).
+    pub thread_caches: bool,
 }
 
 impl Default for AllocatorConfig {
@@ -105,6 +108,7 @@ impl Default for AllocatorConfig {
             garbage_collection_threshold: None,
             roundup_power2_divisions: Vec::new(),
             per_process_memory_fraction: 1.0,
+            thread_caches: true,
         }
     }
 }
@@ -136,13 +140,8 @@ impl AllocatorConfig {
                 .ok_or_else(|| bad("", item, "expected `key:value`"))?;
             let (key, value) = (key.trim(), value.trim());
             match key {
-                "expandable_segments" => {
-                    config.expandable_segments = match value {
-                        "True" | "true" | "1" => true,
-                        "False" | "false" | "0" => false,
-                        _ => return Err(bad(key, value, "use True or False")),
-                    }
-                }
+                "expandable_segments" => config.expandable_segments = parse_bool(key, value)?,
+                "thread_caches" => config.thread_caches = parse_bool(key, value)?,
                 "max_split_size_mb" => {
                     let mb: usize = value.parse().map_err(|_| bad(key, value, "use a whole number of MiB"))?;
                     if mb == 0 || mb.checked_mul(MIB).is_none() {
@@ -170,7 +169,8 @@ impl AllocatorConfig {
                         ErrorKind::InvalidConfig,
                         format!(
                             "unknown option `{key}`: the options are expandable_segments, max_split_size_mb, \
-                             garbage_collection_threshold, roundup_power2_divisions, per_process_memory_fraction"
+                             garbage_collection_threshold, roundup_power2_divisions, per_process_memory_fraction, \
+                             thread_caches"
                         ),
                     ))
                 }
@@ -259,6 +259,15 @@ fn parse_divisions(key: &str, value: &str) -> Result<Vec<(usize, usize)>> {
     Ok(classes)
 }
 
+/// `True` or `False` (PyTorch's spelling; lower case and 1/0 accepted).
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
+    match value {
+        "True" | "true" | "1" => Ok(true),
+        "False" | "false" | "0" => Ok(false),
+        _ => Err(bad(key, value, "use True or False")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,10 +276,13 @@ mod tests {
     fn parses_every_option() {
         let c = AllocatorConfig::parse(
             "expandable_segments:True, max_split_size_mb:64,garbage_collection_threshold:0.8,\
-             roundup_power2_divisions:[256:1,512:2,>:8],per_process_memory_fraction:0.5",
+             roundup_power2_divisions:[256:1,512:2,>:8],per_process_memory_fraction:0.5,\
+             thread_caches:False",
         )
         .unwrap();
         assert!(c.expandable_segments);
+        assert!(!c.thread_caches);
+        assert!(AllocatorConfig::default().thread_caches);
         assert_eq!(c.max_split_size, Some(64 << 20));
         assert_eq!(c.garbage_collection_threshold, Some(0.8));
         assert_eq!(
@@ -289,6 +301,7 @@ mod tests {
         for (text, key) in [
             ("max_split_size_mb:abc", "max_split_size_mb"),
             ("expandable_segments:yes", "expandable_segments"),
+            ("thread_caches:maybe", "thread_caches"),
             (
                 "garbage_collection_threshold:1.5",
                 "garbage_collection_threshold",

@@ -325,13 +325,53 @@ impl Drop for Front {
     }
 }
 
+/// A thread's caches, one per device allocator it used, with the
+/// allocators' ids apart so that finding one reads one short array.
+struct Fronts {
+    ids: Vec<u64>,
+    caches: Vec<Front>,
+}
+
+impl Fronts {
+    const fn new() -> Self {
+        Fronts {
+            ids: Vec::new(),
+            caches: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn position(&self, allocator: u64) -> Option<usize> {
+        self.ids.iter().position(|&id| id == allocator)
+    }
+
+    /// Drops the caches of allocators that no longer exist.
+    fn prune(&mut self) {
+        let mut i = 0;
+        while i < self.caches.len() {
+            if self.caches[i].home.strong_count() == 0 {
+                self.ids.swap_remove(i);
+                self.caches.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn push(&mut self, front: Front) -> &mut Front {
+        self.ids.push(front.allocator);
+        self.caches.push(front);
+        self.caches.last_mut().expect("just pushed")
+    }
+}
+
 #[cfg(not(loom))]
 std::thread_local! {
-    static FRONTS: RefCell<Vec<Front>> = const { RefCell::new(Vec::new()) };
+    static FRONTS: RefCell<Fronts> = const { RefCell::new(Fronts::new()) };
 }
 #[cfg(loom)]
 loom::thread_local! {
-    static FRONTS: RefCell<Vec<Front>> = RefCell::new(Vec::new());
+    static FRONTS: RefCell<Fronts> = RefCell::new(Fronts::new());
 }
 
 /// Runs `f` on this thread's cache for `allocator`, if it has one and
@@ -341,8 +381,8 @@ fn with_front<R>(allocator: u64, f: impl FnOnce(&mut Front) -> Option<R>) -> Opt
     FRONTS
         .try_with(|fronts| {
             let mut fronts = fronts.try_borrow_mut().ok()?;
-            let front = fronts.iter_mut().find(|x| x.allocator == allocator)?;
-            f(front)
+            let i = fronts.position(allocator)?;
+            f(&mut fronts.caches[i])
         })
         .ok()
         .flatten()
@@ -399,11 +439,12 @@ pub(crate) fn lend(
     FRONTS
         .try_with(|fronts| {
             let mut fronts = fronts.try_borrow_mut().ok()?;
-            let front = match fronts.iter().position(|x| x.allocator == allocator) {
-                Some(i) => &mut fronts[i],
+            let fronts = &mut *fronts;
+            let front = match fronts.position(allocator) {
+                Some(i) => &mut fronts.caches[i],
                 None => {
                     // Caches of dropped allocators go first.
-                    fronts.retain(|x| x.home.strong_count() > 0);
+                    fronts.prune();
                     let shared = Arc::new(Shared::new());
                     let index = registry.insert(shared.clone());
                     fronts.push(Front {
@@ -415,8 +456,7 @@ pub(crate) fn lend(
                         occupied: 0,
                         out: 0,
                         live: HashMap::default(),
-                    });
-                    fronts.last_mut().expect("just pushed")
+                    })
                 }
             };
             // An address invalidated earlier may be lent again now.

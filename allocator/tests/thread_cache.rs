@@ -246,3 +246,54 @@ fn record_stream_on_another_thread_defers_the_free(alg: Algorithm) {
     alloc.empty_cache().unwrap();
     assert_eq!(env.used(0), 0);
 }
+
+/// With `thread_caches:False`, a block one thread freed is at once the
+/// device's to hand to another thread; with thread caches (the default),
+/// it waits in the freeing thread's cache for that thread's next request,
+/// and another thread gets other free memory of the segment. (BF: it
+/// splits, so there is other free memory; BS would take the cached block
+/// back before growing, which `growth_takes_other_threads_cached_blocks_first`
+/// covers.)
+#[test]
+fn the_thread_caches_option_decides_who_reuses_a_freed_block() {
+    let alg = Algorithm::BestFit;
+    for cached in [true, false] {
+        let env = Env::new(64 << 20);
+        let config = dipu_allocator::AllocatorConfig {
+            thread_caches: cached,
+            ..Default::default()
+        };
+        let alloc = env.allocator_with(0, alg, &config);
+        let s = env.ctx.default_stream(0).unwrap();
+        let (freed, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|scope| {
+            let (alloc, freed, done) = (&alloc, &freed, &done);
+            let owner = scope.spawn(move || {
+                let a = alloc.allocate(3000, s).unwrap();
+                alloc.free(a.ptr).unwrap();
+                freed.wait();
+                done.wait(); // alive while the main thread allocates
+                Ptr(a.ptr)
+            });
+            freed.wait();
+            let b = alloc.allocate(3000, s).unwrap();
+            done.wait();
+            let a = owner.join().unwrap();
+            if cached {
+                assert_ne!(
+                    b.ptr,
+                    a.get(),
+                    "{alg}: the block waits in its thread's cache"
+                );
+            } else {
+                assert_eq!(b.ptr, a.get(), "{alg}: the device reuses the block at once");
+            }
+            alloc.free(b.ptr).unwrap();
+        });
+        let st = alloc.stats();
+        assert_eq!(st.allocation.current, 0, "{alg}, caches {cached}");
+        assert_eq!(st.allocation.allocated, 2, "{alg}, caches {cached}");
+        alloc.empty_cache().unwrap();
+        assert_eq!(env.used(0), 0, "{alg}, caches {cached}: all given back");
+    }
+}
