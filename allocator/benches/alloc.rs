@@ -236,7 +236,11 @@ fn replay_trace(c: &mut Criterion) {
         };
         run(); // Warm: the first pass makes the segments a training loop keeps.
         group.bench_function(name, |b| b.iter(&mut run));
-        assert_eq!(alloc.stats().allocated_bytes.current, 0, "{name}: all freed");
+        assert_eq!(
+            alloc.stats().allocated_bytes.current,
+            0,
+            "{name}: all freed"
+        );
         alloc.empty_cache().unwrap();
     }
     let mut live = vec![None; ids];

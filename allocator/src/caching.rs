@@ -294,12 +294,22 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         let (released, own) = match self.cached {
             Some(id) => match front::free(id, addr) {
                 Freed::Cached => return Ok(()),
-                Freed::Full(block) => (Some(block), None),
+                Freed::Full(block) => (Some((id, block)), None),
                 Freed::NotHere(own) => (None, own),
             },
             None => (None, None),
         };
         let mut st = self.state.lock();
+        // A full cache keeps the newest block and gives back its oldest.
+        if let Some((id, _)) = released {
+            if let Some((f, evicted)) = front::evict_for(id, addr) {
+                if let Some(block) = evicted {
+                    st.take_back(f, block);
+                }
+                return Ok(());
+            }
+        }
+        let released = released.map(|(_, block)| block);
         let found = st.arena.in_use.remove(&addr);
         let valid = match found.map(|b| (b, st.arena.blocks[b].used)) {
             Some((b, Use::Allocated)) => Some(b),

@@ -26,9 +26,11 @@ use crate::arena::BlockId;
 use crate::stats::CacheTotals;
 
 /// Slots per thread and device (at most 32; fewer in loom models, whose
-/// branch budget each atomic slot spends).
+/// branch budget each atomic slot spends). More slots serve more sizes at
+/// once, but every call scans them: 16 measured best on resnet18.trace
+/// (`alloc_replay` bench; 32 and 8 were slower).
 #[cfg(not(loom))]
-const SLOTS: usize = 32;
+const SLOTS: usize = 16;
 #[cfg(loom)]
 const SLOTS: usize = 2;
 /// Every slot's bit.
@@ -167,6 +169,9 @@ pub(crate) struct Front {
     out: u32,
     /// Other lent blocks the owner's user holds, by address.
     live: HashMap<usize, Live>,
+    /// The slot whose block goes back to the device when every slot holds
+    /// a cached block (round robin: roughly the one filled longest ago).
+    evict_next: usize,
 }
 
 impl Front {
@@ -297,15 +302,41 @@ impl Front {
                 let Some(live) = self.live.remove(&addr) else {
                     return Freed::NotHere(Some(self.index));
                 };
-                let free = !(self.occupied | self.out) & ALL;
-                if free == 0 {
+                let Some(k) = self.free_slot() else {
+                    // The device makes room, under its lock (`evict_for`).
+                    self.live.insert(addr, live);
                     return Freed::Full(live.block);
-                }
-                let k = free.trailing_zeros() as usize;
+                };
                 self.slots[k] = Some(Slotted { addr, live });
                 (k, live)
             }
         };
+        self.fill(k, live);
+        Freed::Cached
+    }
+
+    /// A slot to put a freed block in: an empty one, or one kept for a block
+    /// its user holds (that block moves to the map); none when every slot
+    /// holds a cached block.
+    #[inline]
+    fn free_slot(&mut self) -> Option<usize> {
+        let free = !(self.occupied | self.out) & ALL;
+        if free != 0 {
+            return Some(free.trailing_zeros() as usize);
+        }
+        if self.out == 0 {
+            return None;
+        }
+        let k = self.out.trailing_zeros() as usize;
+        let s = self.slots[k].take().expect("an out slot has its block");
+        self.live.insert(s.addr, s.live);
+        self.out &= !(1 << k);
+        Some(k)
+    }
+
+    /// Publishes slot `k`, which holds `live`, to the device.
+    #[inline]
+    fn fill(&mut self, k: usize, live: Live) {
         self.out &= !(1 << k);
         self.occupied |= 1 << k;
         self.shared.slots[k].store(live.block as u64 + 1, Ordering::Release);
@@ -313,7 +344,29 @@ impl Front {
         bump(&c.frees, 1);
         bump(&c.free_bytes, live.size as u64);
         bump(&c.free_requested, live.requested as u64);
-        Freed::Cached
+    }
+
+    /// Puts the block its user freed at `addr` in the slot filled longest
+    /// ago (round robin), whose block goes back to the device: `Some` of
+    /// that block (`None` in it if the device had taken it already); `None`
+    /// if `addr` is not this cache's. Called under the device lock, so the
+    /// device cannot take slots back meanwhile.
+    fn evict_for(&mut self, addr: usize) -> Option<Option<BlockId>> {
+        self.settle();
+        let live = self.live.remove(&addr)?;
+        let (k, evicted) = match self.free_slot() {
+            Some(k) => (k, None),
+            None => {
+                let k = self.evict_next;
+                self.evict_next = (k + 1) % SLOTS;
+                let taken = self.shared.slots[k].swap(EMPTY, Ordering::Acquire);
+                self.clear(1 << k);
+                (k, (taken != EMPTY).then(|| (taken - 1) as BlockId))
+            }
+        };
+        self.slots[k] = Some(Slotted { addr, live });
+        self.fill(k, live);
+        Some(evicted)
     }
 }
 
@@ -398,7 +451,8 @@ pub(crate) fn hit(allocator: u64, stream: Stream, requested: usize) -> Option<us
 pub(crate) enum Freed {
     /// It took the block into a slot.
     Cached,
-    /// The block was the user's, but every slot is full: the device frees it.
+    /// The block was the user's, but every slot holds a cached block: the
+    /// device makes room (`evict_for`) or frees it.
     Full(BlockId),
     /// The address is not one this thread's cache lent (with the cache's
     /// key, if this thread has a cache).
@@ -409,6 +463,16 @@ pub(crate) enum Freed {
 #[inline]
 pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
     with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere(None))
+}
+
+/// Caches the block its user freed at `addr` in place of the slotted block
+/// filled longest ago: the cache's key and that block, which the device
+/// takes back; `None` if this thread's cache cannot. Called under the
+/// device lock.
+pub(crate) fn evict_for(allocator: u64, addr: usize) -> Option<(usize, Option<BlockId>)> {
+    with_front(allocator, |front| {
+        Some((front.index, front.evict_for(addr)?))
+    })
 }
 
 /// Whether this thread's cache for `allocator` knows its user holds `addr`.
@@ -456,6 +520,7 @@ pub(crate) fn lend(
                         occupied: 0,
                         out: 0,
                         live: HashMap::default(),
+                        evict_next: 0,
                     })
                 }
             };

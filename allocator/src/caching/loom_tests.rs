@@ -129,3 +129,33 @@ fn a_free_on_another_thread_reaches_the_lending_cache() {
         assert_eq!(alloc.stats().reserved_bytes.current, 0);
     });
 }
+
+/// This thread's cache is full and makes room by giving its oldest block
+/// back while another thread empties the cache (taking every slotted block
+/// back): the block goes back exactly once, the books balance and every
+/// segment can go back.
+#[test]
+fn an_evicted_block_goes_back_exactly_once() {
+    loom::model(|| {
+        let (alloc, stream) = host_allocator(Algorithm::BinSize);
+        // Two slots under loom: two distinct sizes fill them.
+        let blocks: Vec<_> = [4096, 8192, 12288]
+            .into_iter()
+            .map(|bytes| alloc.allocate(bytes, stream).unwrap())
+            .collect();
+        alloc.free(blocks[0].ptr).unwrap();
+        alloc.free(blocks[1].ptr).unwrap();
+        let other = {
+            let alloc = alloc.clone();
+            loom::thread::spawn(move || alloc.empty_cache().unwrap())
+        };
+        alloc.free(blocks[2].ptr).unwrap(); // evicts the 4096-byte block
+        other.join().unwrap();
+        let stats = alloc.stats();
+        assert_eq!(stats.allocation.current, 0);
+        assert_eq!(stats.allocated_bytes.current, 0);
+        assert_eq!(stats.allocation.allocated, stats.allocation.freed);
+        alloc.empty_cache().unwrap();
+        assert_eq!(alloc.stats().reserved_bytes.current, 0);
+    });
+}
