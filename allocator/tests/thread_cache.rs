@@ -297,3 +297,50 @@ fn the_thread_caches_option_decides_who_reuses_a_freed_block() {
         assert_eq!(env.used(0), 0, "{alg}, caches {cached}: all given back");
     }
 }
+
+/// A thread that frees more blocks of distinct sizes than its cache has
+/// slots keeps the newest: the oldest goes back to the device, where
+/// another thread's request of that size gets it at once, while the newest
+/// still waits for its own thread.
+#[test]
+fn a_full_cache_gives_its_oldest_block_back() {
+    let env = Env::new(64 << 20);
+    let alloc = env.allocator(0, Algorithm::BestFit);
+    let s = env.ctx.default_stream(0).unwrap();
+    // More distinct sizes than any thread cache has slots (at most 32).
+    let sizes: Vec<usize> = (1..=40).map(|k| k * 4096).collect();
+    let blocks: Vec<Ptr> = sizes
+        .iter()
+        .map(|&bytes| Ptr(alloc.allocate(bytes, s).unwrap().ptr))
+        .collect();
+    for b in &blocks {
+        alloc.free(b.get()).unwrap();
+    }
+    let (oldest, newest) = (blocks[0].get() as usize, blocks[39].get() as usize);
+    let (first, last) = (sizes[0], sizes[39]);
+    let alloc = &alloc;
+    let (got_oldest, got_newest) = std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                let a = alloc.allocate(first, s).unwrap();
+                let b = alloc.allocate(last, s).unwrap();
+                let got = (a.ptr as usize, b.ptr as usize);
+                alloc.free(a.ptr).unwrap();
+                alloc.free(b.ptr).unwrap();
+                got
+            })
+            .join()
+            .unwrap()
+    });
+    assert_eq!(
+        got_oldest, oldest,
+        "the oldest freed block went back to the device"
+    );
+    assert_ne!(got_newest, newest, "the newest waits in its thread's cache");
+    let st = alloc.stats();
+    assert_eq!(st.allocation.current, 0);
+    assert_eq!(st.allocation.allocated, st.allocation.freed);
+    assert_eq!(st.allocation.allocated, 42);
+    alloc.empty_cache().unwrap();
+    assert_eq!(env.used(0), 0, "every block went back");
+}
