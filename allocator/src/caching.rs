@@ -291,25 +291,28 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         let addr = ptr as usize;
         // The block this thread's cache knew its user held, or this
         // thread's cache key.
-        let (released, own) = match self.cached {
+        let (full, own) = match self.cached {
             Some(id) => match front::free(id, addr) {
                 Freed::Cached => return Ok(()),
-                Freed::Full(block) => (Some((id, block)), None),
+                Freed::Full(freed) => (Some((id, freed)), None),
                 Freed::NotHere(own) => (None, own),
             },
             None => (None, None),
         };
         let mut st = self.state.lock();
-        // A full cache keeps the newest block and gives back its oldest.
-        if let Some((id, _)) = released {
-            if let Some((f, evicted)) = front::evict_for(id, addr) {
-                if let Some(block) = evicted {
-                    st.take_back(f, block);
+        let released = match full {
+            // A full cache keeps the newest block and gives back its oldest.
+            Some((id, freed)) => match front::evict_for(id, freed) {
+                Some((f, evicted)) => {
+                    if let Some(block) = evicted {
+                        st.take_back(f, block);
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-        }
-        let released = released.map(|(_, block)| block);
+                None => Some(freed.block()),
+            },
+            None => None,
+        };
         let found = st.arena.in_use.remove(&addr);
         let valid = match found.map(|b| (b, st.arena.blocks[b].used)) {
             Some((b, Use::Allocated)) => Some(b),

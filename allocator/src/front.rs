@@ -140,11 +140,30 @@ pub(crate) struct Live {
     pub(crate) stream: Stream,
 }
 
+/// The slots whose bits are set in `bits`, lowest first.
+#[inline]
+fn slots_in(mut bits: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let k = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            k
+        })
+    })
+}
+
 /// What a slot holds, as its owner last left it.
 #[derive(Clone, Copy)]
-struct Slotted {
+pub(crate) struct Slotted {
     addr: usize,
     live: Live,
+}
+
+impl Slotted {
+    /// The block.
+    pub(crate) fn block(&self) -> BlockId {
+        self.live.block
+    }
 }
 
 /// The device a thread cache belongs to.
@@ -183,10 +202,7 @@ impl Front {
 
     /// Forgets what the owner knew of the slots in `bits`.
     fn clear(&mut self, bits: u32) {
-        let mut rest = bits;
-        while rest != 0 {
-            let k = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
+        for k in slots_in(bits) {
             self.slots[k] = None;
         }
         self.occupied &= !bits;
@@ -196,15 +212,13 @@ impl Front {
     /// The slot of a block the owner's user holds at `addr`, if it came from a slot.
     #[inline]
     fn out_slot(&self, addr: usize) -> Option<usize> {
-        let mut bits = self.out;
-        while bits != 0 {
-            let k = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if self.slots[k].is_some_and(|s| s.addr == addr) {
-                return Some(k);
-            }
-        }
-        None
+        self.slot_among(self.out, addr)
+    }
+
+    /// The slot among `bits` whose block is at `addr`.
+    #[inline]
+    fn slot_among(&self, bits: u32, addr: usize) -> Option<usize> {
+        slots_in(bits).find(|&k| self.slots[k].is_some_and(|s| s.addr == addr))
     }
 
     /// Whether the owner's user holds the lent block at `addr`.
@@ -215,12 +229,7 @@ impl Front {
     /// Every lent block the owner's user holds, forgotten (for its thread's end).
     pub(crate) fn drain_lent(&mut self) -> Vec<BlockId> {
         let mut blocks: Vec<BlockId> = self.live.drain().map(|(_, l)| l.block).collect();
-        let mut bits = self.out;
-        while bits != 0 {
-            let k = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            blocks.extend(self.slots[k].map(|s| s.live.block));
-        }
+        blocks.extend(slots_in(self.out).filter_map(|k| self.slots[k].map(|s| s.block())));
         self.clear(self.out);
         blocks
     }
@@ -244,24 +253,15 @@ impl Front {
                 continue;
             }
             // Freed here and elsewhere at once: keep the device's copy.
-            let slotted = (0..SLOTS).find(|&k| {
-                self.occupied & (1 << k) != 0 && self.slots[k].is_some_and(|s| s.addr == addr)
-            });
-            if let Some(k) = slotted {
+            if let Some(k) = self.slot_among(self.occupied, addr) {
                 self.shared.slots[k].swap(EMPTY, Ordering::Acquire);
                 self.clear(1 << k);
                 tracing::error!("{addr:#x} was freed twice at once, on two threads");
             }
         }
-        let mut taken = 0;
-        let mut bits = self.occupied;
-        while bits != 0 {
-            let k = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if self.shared.slots[k].load(Ordering::Relaxed) == EMPTY {
-                taken |= 1 << k;
-            }
-        }
+        let taken = slots_in(self.occupied)
+            .filter(|&k| self.shared.slots[k].load(Ordering::Relaxed) == EMPTY)
+            .fold(0, |bits, k| bits | 1 << k);
         self.clear(taken);
     }
 
@@ -269,10 +269,7 @@ impl Front {
     #[inline]
     fn pop(&mut self, stream: Stream, requested: usize) -> Option<usize> {
         self.settle();
-        let mut bits = self.occupied;
-        while bits != 0 {
-            let k = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for k in slots_in(self.occupied) {
             let Some(s) = self.slots[k] else { continue };
             if s.live.requested != requested || s.live.stream != stream {
                 continue;
@@ -304,8 +301,7 @@ impl Front {
                 };
                 let Some(k) = self.free_slot() else {
                     // The device makes room, under its lock (`evict_for`).
-                    self.live.insert(addr, live);
-                    return Freed::Full(live.block);
+                    return Freed::Full(Slotted { addr, live });
                 };
                 self.slots[k] = Some(Slotted { addr, live });
                 (k, live)
@@ -346,14 +342,13 @@ impl Front {
         bump(&c.free_requested, live.requested as u64);
     }
 
-    /// Puts the block its user freed at `addr` in the slot filled longest
-    /// ago (round robin), whose block goes back to the device: `Some` of
-    /// that block (`None` in it if the device had taken it already); `None`
-    /// if `addr` is not this cache's. Called under the device lock, so the
-    /// device cannot take slots back meanwhile.
-    fn evict_for(&mut self, addr: usize) -> Option<Option<BlockId>> {
+    /// Puts `freed`, a block its user freed, in the slot filled longest ago
+    /// (round robin), whose block goes back to the device: that block, or
+    /// `None` if the device had taken it already. Called under the device
+    /// lock, so the device cannot take slots back meanwhile.
+    fn evict_for(&mut self, freed: Slotted) -> Option<BlockId> {
         self.settle();
-        let live = self.live.remove(&addr)?;
+        let Slotted { addr, live } = freed;
         let (k, evicted) = match self.free_slot() {
             Some(k) => (k, None),
             None => {
@@ -366,7 +361,7 @@ impl Front {
         };
         self.slots[k] = Some(Slotted { addr, live });
         self.fill(k, live);
-        Some(evicted)
+        evicted
     }
 }
 
@@ -451,9 +446,10 @@ pub(crate) fn hit(allocator: u64, stream: Stream, requested: usize) -> Option<us
 pub(crate) enum Freed {
     /// It took the block into a slot.
     Cached,
-    /// The block was the user's, but every slot holds a cached block: the
-    /// device makes room (`evict_for`) or frees it.
-    Full(BlockId),
+    /// The block was the user's (the cache has forgotten it), but every
+    /// slot holds a cached block: the device makes room (`evict_for`) or
+    /// frees it.
+    Full(Slotted),
     /// The address is not one this thread's cache lent (with the cache's
     /// key, if this thread has a cache).
     NotHere(Option<usize>),
@@ -465,13 +461,13 @@ pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
     with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere(None))
 }
 
-/// Caches the block its user freed at `addr` in place of the slotted block
+/// Caches `freed` (from [`Freed::Full`]) in place of the slotted block
 /// filled longest ago: the cache's key and that block, which the device
-/// takes back; `None` if this thread's cache cannot. Called under the
-/// device lock.
-pub(crate) fn evict_for(allocator: u64, addr: usize) -> Option<(usize, Option<BlockId>)> {
+/// takes back; `None` if this thread's cache cannot be reached. Called
+/// under the device lock.
+pub(crate) fn evict_for(allocator: u64, freed: Slotted) -> Option<(usize, Option<BlockId>)> {
     with_front(allocator, |front| {
-        Some((front.index, front.evict_for(addr)?))
+        Some((front.index, front.evict_for(freed)))
     })
 }
 

@@ -22,6 +22,17 @@ fn host_allocator(algorithm: Algorithm) -> (Arc<dyn DeviceAllocator>, Stream) {
     (Arc::from(alloc), ctx.current_stream(0).unwrap())
 }
 
+/// Nothing is allocated, every allocation was freed once, and
+/// `empty_cache` gives every segment back.
+fn assert_all_given_back(alloc: &dyn DeviceAllocator) {
+    let stats = alloc.stats();
+    assert_eq!(stats.allocation.current, 0);
+    assert_eq!(stats.allocated_bytes.current, 0);
+    assert_eq!(stats.allocation.allocated, stats.allocation.freed);
+    alloc.empty_cache().unwrap();
+    assert_eq!(alloc.stats().reserved_bytes.current, 0);
+}
+
 /// Two threads allocate and free at once through one device allocator
 /// whose cache already holds a segment: every interleaving hands out
 /// disjoint live blocks, and afterwards the books balance.
@@ -91,12 +102,7 @@ fn a_cached_block_goes_to_exactly_one_thread() {
         assert_eq!(alloc.stats().allocation.current, 2);
         alloc.free(a.ptr).unwrap();
         alloc.free(b as *mut std::ffi::c_void).unwrap();
-        let stats = alloc.stats();
-        assert_eq!(stats.allocation.current, 0);
-        assert_eq!(stats.allocated_bytes.current, 0);
-        assert_eq!(stats.allocation.allocated, stats.allocation.freed);
-        alloc.empty_cache().unwrap();
-        assert_eq!(alloc.stats().reserved_bytes.current, 0);
+        assert_all_given_back(alloc.as_ref());
     });
 }
 
@@ -122,11 +128,7 @@ fn a_free_on_another_thread_reaches_the_lending_cache() {
         other.join().unwrap();
         assert!(alloc.free(lent.ptr).is_err(), "freed twice");
         alloc.free(again.ptr).unwrap();
-        let stats = alloc.stats();
-        assert_eq!(stats.allocation.current, 0);
-        assert_eq!(stats.allocation.allocated, stats.allocation.freed);
-        alloc.empty_cache().unwrap();
-        assert_eq!(alloc.stats().reserved_bytes.current, 0);
+        assert_all_given_back(alloc.as_ref());
     });
 }
 
@@ -151,11 +153,6 @@ fn an_evicted_block_goes_back_exactly_once() {
         };
         alloc.free(blocks[2].ptr).unwrap(); // evicts the 4096-byte block
         other.join().unwrap();
-        let stats = alloc.stats();
-        assert_eq!(stats.allocation.current, 0);
-        assert_eq!(stats.allocated_bytes.current, 0);
-        assert_eq!(stats.allocation.allocated, stats.allocation.freed);
-        alloc.empty_cache().unwrap();
-        assert_eq!(alloc.stats().reserved_bytes.current, 0);
+        assert_all_given_back(alloc.as_ref());
     });
 }
