@@ -27,8 +27,9 @@ use crate::stats::CacheTotals;
 
 /// Slots per thread and device (at most 32; fewer in loom models, whose
 /// branch budget each atomic slot spends). More slots serve more sizes at
-/// once, but every call scans them: 16 measured best on resnet18.trace
-/// (`alloc_replay` bench; 32 and 8 were slower).
+/// once, but every call scans them: on resnet18.trace (`alloc_replay`
+/// bench, with a full cache evicting its oldest block) 16 were faster than
+/// 8 or 32.
 #[cfg(not(loom))]
 const SLOTS: usize = 16;
 #[cfg(loom)]
