@@ -1,5 +1,6 @@
 //! `BS`: whole blocks cached in size bins, never split or merged: the
-//! shortest hit path, at the cost of memory.
+//! shortest hit path, at the cost of memory. A request whose bin is empty
+//! takes a cached block of up to twice its size before it asks the vendor.
 
 use dipu_stream::Stream;
 
@@ -7,8 +8,12 @@ use crate::arena::{Arena, BlockId};
 use crate::policy::Policy;
 use crate::Algorithm;
 
-/// Steps between two powers of two (a request wastes at most a quarter).
-const STEPS: usize = 4;
+/// Steps between two powers of two for device blocks (a request's bin
+/// wastes at most a sixteenth).
+const STEPS: usize = 16;
+/// Steps between two powers of two for pinned host blocks (a quarter):
+/// pinning is slow, so blocks are shared by more sizes.
+pub(crate) const HOST_STEPS: usize = 4;
 /// The smallest block.
 const MIN_BLOCK: usize = 512;
 
@@ -47,13 +52,20 @@ fn bin_index(size: usize) -> usize {
     (log - MIN_BLOCK.trailing_zeros() as usize) * STEPS + step
 }
 
-/// `bytes` rounded up to its bin: a multiple of a quarter of its power of two.
+/// `bytes` rounded up to its device bin: a multiple of a sixteenth of its
+/// power of two, at least 512 bytes.
 pub(crate) fn bin_size(bytes: usize) -> usize {
+    bin_size_in(bytes, STEPS)
+}
+
+/// `bytes` rounded up to a multiple of `1/steps` of its power of two, at
+/// least 512 bytes.
+pub(crate) fn bin_size_in(bytes: usize, steps: usize) -> usize {
     if bytes <= MIN_BLOCK {
         return MIN_BLOCK;
     }
     let floor = 1usize << (usize::BITS - 1 - bytes.leading_zeros());
-    let step = floor / STEPS;
+    let step = floor / steps;
     bytes.div_ceil(step) * step
 }
 
@@ -72,7 +84,15 @@ impl Policy for BinSize {
 
     #[inline]
     fn take(&mut self, _arena: &Arena, size: usize, stream: Stream) -> Option<BlockId> {
-        self.bins_of(stream)?[bin_index(size)].pop()
+        let bins = self.bins_of(stream)?;
+        let own = bin_index(size);
+        if let Some(block) = bins[own].pop() {
+            return Some(block);
+        }
+        // The smallest cached block of at most twice the size (the bins of
+        // the next power of two) rather than a new one from the vendor.
+        let last = (own + STEPS).min(bins.len() - 1);
+        bins[own + 1..=last].iter_mut().find_map(Vec::pop)
     }
 
     #[inline]
@@ -120,21 +140,34 @@ impl Policy for BinSize {
 
 #[cfg(test)]
 mod tests {
-    use super::{bin_index, bin_size, BINS};
+    use super::{bin_index, bin_size, bin_size_in, BINS, HOST_STEPS};
 
     #[test]
-    fn bins_waste_at_most_a_quarter() {
+    fn device_bins_waste_at_most_a_sixteenth() {
         assert_eq!(bin_size(1), 512);
-        assert_eq!(bin_size(513), 640);
+        assert_eq!(bin_size(513), 544);
         assert_eq!(bin_size(4096), 4096);
-        assert_eq!(bin_size(4097), 5120);
-        assert_eq!(
-            bin_size(51_380_224),
-            51_380_224 / (1 << 23) * (1 << 23) + (1 << 23)
-        );
+        assert_eq!(bin_size(4097), 4352);
+        // 49 MiB (resnet18's first activation) in the 2 MiB steps of 32 MiB.
+        assert_eq!(bin_size(49 << 20), 50 << 20);
         for bytes in [700usize, 3000, 1 << 20 | 1, 77_777_777] {
             let b = bin_size(bytes);
+            assert!(b >= bytes && (b - bytes) * 16 <= b, "{bytes} -> {b}");
+        }
+    }
+
+    #[test]
+    fn host_bins_waste_at_most_a_quarter() {
+        assert_eq!(bin_size_in(1, HOST_STEPS), 512);
+        assert_eq!(bin_size_in(513, HOST_STEPS), 640);
+        assert_eq!(bin_size_in(4097, HOST_STEPS), 5120);
+        for bytes in [700usize, 3000, 1 << 20 | 1, 77_777_777] {
+            let b = bin_size_in(bytes, HOST_STEPS);
             assert!(b >= bytes && (b - bytes) * 4 <= b, "{bytes} -> {b}");
+            assert!(
+                b >= bin_size(bytes),
+                "host bins are no finer than device bins"
+            );
         }
     }
 

@@ -20,7 +20,7 @@ use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{DeviceContext, PooledEvent, Stream};
 use parking_lot::Mutex;
 
-use crate::bs::bin_size;
+use crate::bs::{bin_size_in, HOST_STEPS};
 use crate::source::human;
 use crate::DeviceStats;
 
@@ -74,10 +74,10 @@ impl HostAlgorithm {
 
     /// The block size for a request of `bytes` (nonzero).
     fn round(self, bytes: usize) -> usize {
-        // Past `isize::MAX` no allocation can succeed and `bin_size` could
+        // Past `isize::MAX` no allocation can succeed and `bin_size_in` could
         // overflow: let the vendor report the failure for the request as is.
         if self.caches() && bytes <= isize::MAX as usize {
-            bin_size(bytes)
+            bin_size_in(bytes, HOST_STEPS)
         } else {
             bytes
         }

@@ -38,6 +38,7 @@ mod front;
 mod host;
 mod policy;
 mod raw;
+pub mod reference;
 pub mod replay;
 mod snapshot;
 mod source;

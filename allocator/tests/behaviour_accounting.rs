@@ -22,7 +22,7 @@ fn block(alg: Algorithm, bytes: usize) -> u64 {
         Algorithm::BinSize if bytes <= 512 => 512,
         Algorithm::BinSize => {
             let floor = 1usize << (usize::BITS - 1 - bytes.leading_zeros());
-            up(bytes, floor / 4)
+            up(bytes, floor / 16)
         }
         Algorithm::Raw => bytes,
     }) as u64

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use dipu_allocator::reference;
 use dipu_allocator::replay::{replay, Trace};
 use dipu_allocator::{
     new_device_allocator, Algorithm, AllocatorConfig, BlockState, DeviceAllocator,
@@ -101,4 +102,46 @@ fn resnet18_replays_through_every_algorithm() {
             );
         }
     }
+}
+
+/// Peak reserved bytes of a one-stream replay of `trace` with `algorithm`.
+fn peak_reserved(ctx: &'static DeviceContext, trace: &Trace, algorithm: Algorithm) -> u64 {
+    let alloc = new_device_allocator(ctx, 0, algorithm, &AllocatorConfig::default()).unwrap();
+    let stream = ctx.stream_from_pool(0, false).unwrap();
+    let report = replay(trace, alloc.as_ref(), &[stream], |_| Ok(())).unwrap();
+    stream.synchronize().unwrap();
+    alloc.empty_cache().unwrap();
+    report.peak_reserved
+}
+
+#[test]
+fn bf_and_bs_reserve_less_than_the_models_of_dipus_own() {
+    const MIB: f64 = 1048576.0;
+    let vendor = Arc::new(HostVendor::new(HostConfig::default()).unwrap());
+    let ctx = DeviceContext::new(vendor).unwrap();
+    let trace = trace();
+    let dipu_bf = reference::dipu_bf(&trace);
+    let dipu_bs = reference::dipu_bs(&trace);
+    // The figures a separate script modelling the same rules gave.
+    assert_eq!(dipu_bf.peak_reserved, 512 << 20, "DIPU BF model");
+    assert_eq!(dipu_bf.vendor_mallocs, 5, "DIPU BF model: 8 to 256 MiB");
+    assert_eq!(
+        format!("{:.2}", dipu_bs.peak_reserved as f64 / MIB),
+        "689.28",
+        "DIPU BS model"
+    );
+    let bf = peak_reserved(ctx, &trace, Algorithm::BestFit);
+    let bs = peak_reserved(ctx, &trace, Algorithm::BinSize);
+    assert!(
+        bf < dipu_bf.peak_reserved,
+        "BF {} MiB against DIPU's {} MiB",
+        bf as f64 / MIB,
+        dipu_bf.peak_reserved as f64 / MIB
+    );
+    assert!(
+        bs < dipu_bs.peak_reserved,
+        "BS {} MiB against DIPU's {} MiB",
+        bs as f64 / MIB,
+        dipu_bs.peak_reserved as f64 / MIB
+    );
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use dipu_allocator::reference::{self, ModelReport};
 use dipu_allocator::replay::{replay, ReplayReport, Trace};
 use dipu_allocator::{new_device_allocator, Algorithm, AllocatorConfig, ENV_CONF, ENV_CONF_ALIAS};
 use dipu_deviceapi::{Error, ErrorKind, Result};
@@ -153,7 +154,31 @@ fn run_all(
         }
         Err(e) => crate::outln!("{label:<16} n/a: {e}"),
     }
+    crate::outln!();
+    crate::outln!("models of DIPU's own allocators (one stream, memory only):");
+    let peak_requested = trace.peak_requested();
+    for (label, report) in [
+        ("DIPU BF model", reference::dipu_bf(trace)),
+        ("DIPU BS model", reference::dipu_bs(trace)),
+    ] {
+        crate::outln!("{}", model_row(label, peak_requested, &report));
+    }
     Ok(())
+}
+
+/// One row of the `--all` table for a model of another allocator.
+fn model_row(label: &str, peak_requested: usize, r: &ModelReport) -> String {
+    format!(
+        "{:<16} {:>12.2} MiB {:>12.2} MiB {:>7.3} {:>9} {:>15} {:>9} {:>8}",
+        label,
+        peak_requested as f64 / MIB,
+        r.peak_reserved as f64 / MIB,
+        r.peak_reserved as f64 / peak_requested.max(1) as f64,
+        r.segments,
+        r.vendor_mallocs,
+        "-",
+        "-"
+    )
 }
 
 /// One row of the `--all` table.
