@@ -3,7 +3,8 @@
 //! `CachingHostAllocator`.
 //!
 //! `BS` caches whole blocks in size bins (a quarter of a power of two, at
-//! least 512 bytes; never split or merged); `RAW` gives every block straight
+//! least 512 bytes; never split or merged; an empty bin takes a cached
+//! block of up to twice its size); `RAW` gives every block straight
 //! back to the vendor. A block that copies queued on streams still use
 //! ([`HostAllocator::record_event`]) is reused, or given back, only after
 //! events recorded on those streams when it was freed have completed.
@@ -169,6 +170,28 @@ impl State {
         Ok(release)
     }
 
+    /// A cached block for a request of bin `size`, as (address, block
+    /// size): one of its own bin, else the smallest of up to twice `size`
+    /// (pinning new memory is slow; a larger block is at hand).
+    fn take_cached_for(&mut self, size: usize) -> Option<(usize, usize)> {
+        if let Some(addr) = self.cached.get_mut(&size).and_then(Vec::pop) {
+            return Some((addr, size));
+        }
+        let limit = size.checked_mul(2).filter(|l| *l <= isize::MAX as usize)?;
+        let mut bin = size;
+        // The bins above `size` up to twice it: at most one power of two's.
+        for _ in 0..HOST_STEPS {
+            bin = bin_size_in(bin + 1, HOST_STEPS);
+            if bin > limit {
+                break;
+            }
+            if let Some(addr) = self.cached.get_mut(&bin).and_then(Vec::pop) {
+                return Some((addr, bin));
+            }
+        }
+        None
+    }
+
     /// Takes every cached block out, counted as released.
     fn take_cached(&mut self) -> Blocks {
         let mut release = Vec::new();
@@ -266,7 +289,8 @@ impl HostAllocator {
     }
 
     /// Pinned host memory of at least `bytes` (zero bytes: null). `BS`
-    /// reuses a cached block of the same size bin when there is one. When
+    /// reuses a cached block of the same size bin when there is one, else
+    /// the smallest cached block of up to twice the bin's size. When
     /// the vendor is out of pinned memory, the allocator waits for every
     /// pending free, gives every cached block back and tries once more
     /// (counted in `num_sync_all_streams`, then `num_alloc_retries` or
@@ -279,24 +303,24 @@ impl HostAllocator {
         let (stale, hit) = {
             let mut st = self.state.lock();
             let stale = st.process_pending(self.algorithm.caches())?;
-            let hit = st.cached.get_mut(&size).and_then(Vec::pop);
-            if let Some(addr) = hit {
+            let hit = st.take_cached_for(size);
+            if let Some((addr, block)) = hit {
                 st.live.insert(
                     addr,
                     Live {
-                        size,
+                        size: block,
                         requested: bytes,
                         streams: Vec::new(),
                     },
                 );
-                st.stats.on_allocate(size, bytes);
+                st.stats.on_allocate(block, bytes);
             }
             (stale, hit)
         };
         if let Err(e) = self.give_back(stale) {
             tracing::warn!("pinned host allocator: giving back a freed block failed: {e}");
         }
-        if let Some(addr) = hit {
+        if let Some((addr, _)) = hit {
             return Ok(addr as *mut c_void);
         }
         let ptr = match self.ctx.api().malloc_host(size) {

@@ -380,3 +380,38 @@ fn four_threads_allocate_and_free_concurrently() {
     assert_eq!((s.active.current, s.reserved_bytes.current), (0, 0));
     assert_eq!(s.num_device_alloc, s.num_device_free);
 }
+
+#[test]
+fn bs_takes_a_cached_block_of_up_to_twice_the_size_when_its_bin_is_empty() {
+    let ctx = ctx();
+    let alloc = HostAllocator::new(ctx, HostAlgorithm::BinSize);
+    let big = alloc.allocate(3000).unwrap(); // bin 3072
+    let huge = alloc.allocate(9000).unwrap(); // bin 10240
+    alloc.free(big).unwrap();
+    alloc.free(huge).unwrap();
+
+    let small = alloc.allocate(2000).unwrap(); // bin 2048, empty
+    assert_eq!(small, big, "the 3072-byte block serves 2000 bytes");
+    let s = alloc.stats();
+    assert_eq!(s.num_device_alloc, 2, "no new pinned block");
+    assert_eq!(s.allocated_bytes.current, 3072, "the whole block is in use");
+    assert_eq!(s.requested_bytes.current, 2000);
+    touch(small, 2000, 0x5a);
+
+    let other = alloc.allocate(4000).unwrap(); // bin 4096: 10240 is over 2x
+    assert_ne!(
+        other, huge,
+        "a block over twice the bin's size is not taken"
+    );
+    assert_eq!(alloc.stats().num_device_alloc, 3);
+
+    alloc.free(small).unwrap();
+    let again = alloc.allocate(3000).unwrap();
+    assert_eq!(again, big, "freed, the block is back in its own bin");
+    for p in [again, other] {
+        alloc.free(p).unwrap();
+    }
+    alloc.empty_cache().unwrap();
+    let s = alloc.stats();
+    assert_eq!((s.reserved_bytes.current, s.num_device_free), (0, 3));
+}
