@@ -64,7 +64,7 @@ impl<P: Policy> CachingAllocator<P> {
                     ),
                 ));
             }
-            Some(Expandables::new(source.ctx, source.device, source.limit)?)
+            Some(Expandables::new(source.ctx, source.device, source.total)?)
         } else {
             None
         };
@@ -392,7 +392,14 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     fn empty_cache(&self) -> Result<()> {
         let mut st = self.state.lock();
         st.process_pending(false)?;
-        st.release_cached_segments(None)
+        st.release_cached_segments(None)?;
+        let reserved = st.stats.reserved_bytes.current;
+        if let Some(exp) = st.expandable.as_mut() {
+            // Memory given back stays given back: growing again unmaps
+            // free granules from here on.
+            exp.high_water = reserved;
+        }
+        Ok(())
     }
 
     fn stats(&self) -> DeviceStats {

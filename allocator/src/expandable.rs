@@ -33,12 +33,19 @@ pub(crate) struct Expandables {
     /// Bytes of address space reserved per stream.
     span: usize,
     pub(crate) by_stream: HashMap<Stream, Expandable>,
+    /// The most bytes the allocator has reserved since it was made or its
+    /// cache was last emptied: free granules stay mapped while mapping more
+    /// keeps reserved memory under it, and are unmapped before it would
+    /// be passed.
+    pub(crate) high_water: u64,
 }
 
 impl Expandables {
-    /// Expandable segments over `ctx`'s vendor, each spanning `limit` bytes;
-    /// `Unsupported` when the vendor has no virtual-memory capability.
-    pub(crate) fn new(ctx: &'static DeviceContext, device: i32, limit: u64) -> Result<Expandables> {
+    /// Expandable segments over `ctx`'s vendor, each spanning `bytes` (the
+    /// device's memory: the memory fraction limits what is mapped, not the
+    /// address space); `Unsupported` when the vendor has no virtual-memory
+    /// capability.
+    pub(crate) fn new(ctx: &'static DeviceContext, device: i32, bytes: u64) -> Result<Expandables> {
         if !ctx
             .api()
             .capabilities()
@@ -57,7 +64,7 @@ impl Expandables {
             let _guard = DeviceGuard::new(ctx, device)?;
             ctx.api().vmm_granularity()?
         };
-        let span = (limit as usize).div_ceil(granularity) * granularity;
+        let span = (bytes as usize).div_ceil(granularity) * granularity;
         Ok(Expandables {
             vm: Vm {
                 ctx,
@@ -66,6 +73,7 @@ impl Expandables {
             },
             span,
             by_stream: HashMap::default(),
+            high_water: 0,
         })
     }
 
@@ -115,6 +123,24 @@ impl Expandables {
             }?;
         }
         Ok(())
+    }
+
+    /// Unmaps free granules, highest addresses first (blocks are carved
+    /// from the bottom), until at least `want` bytes are unmapped or none
+    /// is left; returns the bytes.
+    pub(crate) fn unmap_free_top(&mut self, arena: &Arena, want: usize) -> Result<usize> {
+        let vm = self.vm;
+        let mut total = 0;
+        for seg in self.by_stream.values_mut() {
+            for g in vm.free_mapped_granules(arena, seg).into_iter().rev() {
+                if total >= want {
+                    return Ok(total);
+                }
+                vm.unmap_granule(seg, g)?;
+                total += vm.granularity;
+            }
+        }
+        Ok(total)
     }
 
     /// Unmaps the free granules of every segment; returns the bytes.
@@ -173,32 +199,38 @@ impl Vm {
         Ok(mapped.len() * self.granularity)
     }
 
-    /// Whether a granule touching `[addr, addr + size)` is unmapped.
-    pub(crate) fn needs_mapping(&self, seg: &Expandable, addr: usize, size: usize) -> bool {
+    /// Bytes of the granules touching `[addr, addr + size)` that are unmapped.
+    pub(crate) fn unmapped_bytes(&self, seg: &Expandable, addr: usize, size: usize) -> usize {
         let (first, last) = self.granules_touching(seg, addr, size);
-        seg.granules[first..last].iter().any(Option::is_none)
+        let unmapped = seg.granules[first..last].iter().filter(|g| g.is_none());
+        unmapped.count() * self.granularity
     }
 
     /// Unmaps the granules lying wholly inside free blocks of the segment;
     /// returns the bytes unmapped.
     pub(crate) fn unmap_free(&self, arena: &Arena, seg: &mut Expandable) -> Result<usize> {
-        let mut unmapped = 0;
+        let free = self.free_mapped_granules(arena, seg);
+        for &g in &free {
+            self.unmap_granule(seg, g)?;
+        }
+        Ok(free.len() * self.granularity)
+    }
+
+    /// The mapped granules lying wholly inside free blocks of the segment,
+    /// lowest address first.
+    pub(crate) fn free_mapped_granules(&self, arena: &Arena, seg: &Expandable) -> Vec<usize> {
+        let mut free = Vec::new();
         let mut at = Some(arena.segments[seg.segment].first);
         while let Some(id) = at {
             let b = &arena.blocks[id];
             if b.used == Use::Free {
                 let first = (b.addr - seg.base).div_ceil(self.granularity);
                 let last = (b.addr + b.size - seg.base) / self.granularity;
-                for g in first..last.max(first) {
-                    if seg.granules[g].is_some() {
-                        self.unmap_granule(seg, g)?;
-                        unmapped += self.granularity;
-                    }
-                }
+                free.extend((first..last.max(first)).filter(|&g| seg.granules[g].is_some()));
             }
             at = b.next;
         }
-        Ok(unmapped)
+        free
     }
 
     fn unmap_granule(&self, seg: &mut Expandable, g: usize) -> Result<()> {

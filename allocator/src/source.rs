@@ -42,9 +42,9 @@ impl Source {
         Ok(())
     }
 
-    /// Allocates `bytes` from the vendor if `reserved + bytes` stays within the limit.
-    pub(crate) fn malloc(&self, bytes: usize, reserved: u64) -> Result<*mut c_void> {
-        if reserved.saturating_add(bytes as u64) > self.limit {
+    /// An out-of-memory error unless `reserved + bytes` stays within the limit.
+    pub(crate) fn check_limit(&self, bytes: u64, reserved: u64) -> Result<()> {
+        if reserved.saturating_add(bytes) > self.limit {
             return Err(Error::new(
                 ErrorKind::OutOfMemory,
                 format!(
@@ -53,6 +53,12 @@ impl Source {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Allocates `bytes` from the vendor if `reserved + bytes` stays within the limit.
+    pub(crate) fn malloc(&self, bytes: usize, reserved: u64) -> Result<*mut c_void> {
+        self.check_limit(bytes as u64, reserved)?;
         let _guard = DeviceGuard::new(self.ctx, self.device)?;
         self.ctx.api().malloc(bytes)
     }

@@ -10,15 +10,24 @@ use crate::arena::{BlockId, Use};
 use crate::policy::Policy;
 
 impl<P: Policy> State<P> {
-    /// Unmaps the free granules of every expandable segment.
-    pub(super) fn unmap_free_granules(&mut self) -> Result<()> {
+    /// Unmaps free granules of the expandable segments until `want` bytes
+    /// are unmapped (all of them when `None`).
+    pub(super) fn unmap_free_granules_for(&mut self, want: Option<usize>) -> Result<()> {
         if let Some(exp) = self.expandable.as_mut() {
-            let bytes = exp.unmap_free_all(&self.arena)?;
+            let bytes = match want {
+                Some(want) => exp.unmap_free_top(&self.arena, want)?,
+                None => exp.unmap_free_all(&self.arena)?,
+            };
             let granularity = exp.vm.granularity;
             self.stats.reserved_bytes.decrease(bytes as u64);
             self.stats.num_device_free += (bytes / granularity) as u64;
         }
         Ok(())
+    }
+
+    /// Unmaps every free granule of the expandable segments.
+    pub(super) fn unmap_free_granules(&mut self) -> Result<()> {
+        self.unmap_free_granules_for(None)
     }
 
     /// Maps the granules an allocated block of an expandable segment
@@ -33,26 +42,36 @@ impl<P: Policy> State<P> {
         };
         let stream = self.arena.segments[segment].stream;
         let vm = exp.vm;
-        let needs = match exp.by_stream.get(&stream).filter(|e| e.segment == segment) {
-            Some(seg) => vm.needs_mapping(seg, addr, size),
+        let missing = match exp.by_stream.get(&stream).filter(|e| e.segment == segment) {
+            Some(seg) => vm.unmapped_bytes(seg, addr, size) as u64,
             None => return Ok(()),
         };
-        if !needs {
+        if missing == 0 {
             return Ok(());
         }
-        if self.policy.release_before_grow() {
+        // Free granules are unmapped only when mapping more would pass the
+        // high-water mark: the peak stays where unmapping them at every
+        // growth would put it, without a vendor call per growth.
+        let ceiling = exp.high_water.min(self.source.limit);
+        let over = (self.stats.reserved_bytes.current + missing).saturating_sub(ceiling);
+        if self.policy.release_before_grow() && over > 0 {
             self.flush_parked();
-            self.unmap_free_granules()?;
+            self.unmap_free_granules_for(Some(over as usize))?;
         }
         let mut retried = false;
         loop {
             let exp = self.expandable.as_mut().expect("checked above");
             let seg = exp.by_stream.get_mut(&stream).expect("checked above");
-            match vm.map_range(seg, addr, size) {
+            let mapped = self
+                .source
+                .check_limit(missing, self.stats.reserved_bytes.current)
+                .and_then(|()| vm.map_range(seg, addr, size));
+            match mapped {
                 Ok(bytes) => {
                     self.stats.reserved_bytes.increase(bytes as u64);
                     self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
                     self.stats.num_alloc_retries += u64::from(retried);
+                    exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
                     return Ok(());
                 }
                 Err(e) if e.kind() == ErrorKind::OutOfMemory && !retried => {
