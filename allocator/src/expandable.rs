@@ -105,6 +105,11 @@ impl Expandables {
         seg.granules.iter().filter(|g| g.is_some()).count() * self.vm.granularity
     }
 
+    /// Bytes mapped in every segment.
+    pub(crate) fn mapped_total(&self) -> usize {
+        self.by_stream.values().map(|e| self.mapped_bytes(e)).sum()
+    }
+
     /// The segment numbers of every expandable segment.
     pub(crate) fn is_expandable(&self, segment: SegmentId) -> bool {
         self.by_stream.values().any(|e| e.segment == segment)
@@ -127,30 +132,31 @@ impl Expandables {
 
     /// Unmaps free granules, highest addresses first (blocks are carved
     /// from the bottom), until at least `want` bytes are unmapped or none
-    /// is left; returns the bytes.
-    pub(crate) fn unmap_free_top(&mut self, arena: &Arena, want: usize) -> Result<usize> {
+    /// is left.
+    pub(crate) fn unmap_free_top(&mut self, arena: &Arena, want: usize) -> Result<()> {
         let vm = self.vm;
         let mut total = 0;
         for seg in self.by_stream.values_mut() {
             for g in vm.free_mapped_granules(arena, seg).into_iter().rev() {
                 if total >= want {
-                    return Ok(total);
+                    return Ok(());
                 }
                 vm.unmap_granule(seg, g)?;
                 total += vm.granularity;
             }
         }
-        Ok(total)
+        Ok(())
     }
 
-    /// Unmaps the free granules of every segment; returns the bytes.
-    pub(crate) fn unmap_free_all(&mut self, arena: &Arena) -> Result<usize> {
+    /// Unmaps the free granules of every segment.
+    pub(crate) fn unmap_free_all(&mut self, arena: &Arena) -> Result<()> {
         let vm = self.vm;
-        let mut total = 0;
         for seg in self.by_stream.values_mut() {
-            total += vm.unmap_free(arena, seg)?;
+            for g in vm.free_mapped_granules(arena, seg) {
+                vm.unmap_granule(seg, g)?;
+            }
         }
-        Ok(total)
+        Ok(())
     }
 }
 
@@ -204,16 +210,6 @@ impl Vm {
         let (first, last) = self.granules_touching(seg, addr, size);
         let unmapped = seg.granules[first..last].iter().filter(|g| g.is_none());
         unmapped.count() * self.granularity
-    }
-
-    /// Unmaps the granules lying wholly inside free blocks of the segment;
-    /// returns the bytes unmapped.
-    pub(crate) fn unmap_free(&self, arena: &Arena, seg: &mut Expandable) -> Result<usize> {
-        let free = self.free_mapped_granules(arena, seg);
-        for &g in &free {
-            self.unmap_granule(seg, g)?;
-        }
-        Ok(free.len() * self.granularity)
     }
 
     /// The mapped granules lying wholly inside free blocks of the segment,

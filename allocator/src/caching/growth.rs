@@ -14,13 +14,17 @@ impl<P: Policy> State<P> {
     /// are unmapped (all of them when `None`).
     pub(super) fn unmap_free_granules_for(&mut self, want: Option<usize>) -> Result<()> {
         if let Some(exp) = self.expandable.as_mut() {
-            let bytes = match want {
-                Some(want) => exp.unmap_free_top(&self.arena, want)?,
-                None => exp.unmap_free_all(&self.arena)?,
+            // Counted from what is mapped before and after, so a vendor
+            // error part-way still leaves the statistics true.
+            let before = exp.mapped_total();
+            let result = match want {
+                Some(want) => exp.unmap_free_top(&self.arena, want),
+                None => exp.unmap_free_all(&self.arena),
             };
-            let granularity = exp.vm.granularity;
+            let bytes = before - exp.mapped_total();
             self.stats.reserved_bytes.decrease(bytes as u64);
-            self.stats.num_device_free += (bytes / granularity) as u64;
+            self.stats.num_device_free += (bytes / exp.vm.granularity) as u64;
+            result?;
         }
         Ok(())
     }
