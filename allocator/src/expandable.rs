@@ -16,6 +16,8 @@ pub(crate) struct Expandable {
     pub(crate) segment: SegmentId,
     base: usize,
     granules: Vec<Option<PhysicalMemHandle>>,
+    /// How many granules are mapped.
+    mapped: usize,
 }
 
 /// The vendor's virtual-memory calls for one device.
@@ -33,10 +35,10 @@ pub(crate) struct Expandables {
     /// Bytes of address space reserved per stream.
     span: usize,
     pub(crate) by_stream: HashMap<Stream, Expandable>,
-    /// The most bytes the allocator has reserved since it was made or its
-    /// cache was last emptied: free granules stay mapped while mapping more
-    /// keeps reserved memory under it, and are unmapped before it would
-    /// be passed.
+    /// The most bytes the allocator has reserved (in any segment) since it
+    /// was made or its cache was last emptied, as seen when mapping: free
+    /// granules stay mapped while mapping more keeps reserved memory under
+    /// it, and are unmapped before it would be passed.
     pub(crate) high_water: u64,
 }
 
@@ -95,6 +97,7 @@ impl Expandables {
                 segment: arena.blocks[block].segment,
                 base,
                 granules,
+                mapped: 0,
             },
         );
         Ok(Some(block))
@@ -102,7 +105,7 @@ impl Expandables {
 
     /// Bytes mapped in the segment.
     pub(crate) fn mapped_bytes(&self, seg: &Expandable) -> usize {
-        seg.granules.iter().filter(|g| g.is_some()).count() * self.vm.granularity
+        seg.mapped * self.vm.granularity
     }
 
     /// Bytes mapped in every segment.
@@ -130,9 +133,9 @@ impl Expandables {
         Ok(())
     }
 
-    /// Unmaps free granules, highest addresses first (blocks are carved
-    /// from the bottom), until at least `want` bytes are unmapped or none
-    /// is left.
+    /// Unmaps free granules, range by range and within a range highest
+    /// addresses first (blocks are carved from the bottom), until at least
+    /// `want` bytes are unmapped or none is left.
     pub(crate) fn unmap_free_top(&mut self, arena: &Arena, want: usize) -> Result<()> {
         let vm = self.vm;
         let mut total = 0;
@@ -162,7 +165,8 @@ impl Expandables {
 
 impl Vm {
     /// Maps every unmapped granule touching `[addr, addr + size)`; returns
-    /// the bytes newly mapped. On failure nothing new stays mapped.
+    /// the bytes newly mapped. On failure what was mapped is unmapped again
+    /// as far as the vendor allows (the segment's count stays true).
     pub(crate) fn map_range(
         &self,
         seg: &mut Expandable,
@@ -192,11 +196,14 @@ impl Vm {
             match result {
                 Ok(h) => {
                     seg.granules[g] = Some(h);
+                    seg.mapped += 1;
                     mapped.push(g);
                 }
                 Err(e) => {
                     for g in mapped {
-                        self.unmap_granule(seg, g)?;
+                        if let Err(undo) = self.unmap_granule(seg, g) {
+                            tracing::warn!("expandable segment: undoing a mapping failed: {undo}");
+                        }
                     }
                     return Err(e);
                 }
@@ -229,17 +236,20 @@ impl Vm {
         free
     }
 
+    /// Unmaps granule `g` and releases its memory. If the unmap fails the
+    /// granule stays mapped and counted.
     fn unmap_granule(&self, seg: &mut Expandable, g: usize) -> Result<()> {
-        let Some(handle) = seg.granules[g].take() else {
+        let Some(handle) = seg.granules[g] else {
             return Ok(());
         };
         let _guard = DeviceGuard::new(self.ctx, self.device)?;
         let at = (seg.base + g * self.granularity) as *mut std::ffi::c_void;
         // SAFETY: granule `g` is mapped with `handle` and no block in use lies on it.
-        unsafe {
-            self.ctx.api().vmm_unmap(at, self.granularity)?;
-            self.ctx.api().vmm_release(handle)
-        }
+        unsafe { self.ctx.api().vmm_unmap(at, self.granularity) }?;
+        seg.granules[g] = None;
+        seg.mapped -= 1;
+        // SAFETY: `handle` was mapped only at `at`, which is now unmapped.
+        unsafe { self.ctx.api().vmm_release(handle) }
     }
 
     fn granules_touching(&self, seg: &Expandable, addr: usize, size: usize) -> (usize, usize) {

@@ -26,9 +26,9 @@ pub struct ModelReport {
     pub vendor_mallocs: u64,
 }
 
-/// `bytes` rounded up to DIPU's 512-byte allocation unit (at least 512).
+/// `bytes` (nonzero) rounded up to DIPU's 512-byte allocation unit.
 fn round_512(bytes: usize) -> usize {
-    bytes.max(1).div_ceil(512) * 512
+    bytes.div_ceil(512) * 512
 }
 
 /// DIPU's `BS` in its default mode: requests rounded to 512 bytes, a free
@@ -41,6 +41,8 @@ pub fn dipu_bs(trace: &Trace) -> ModelReport {
     let (mut reserved, mut peak, mut mallocs) = (0u64, 0u64, 0u64);
     for event in &trace.events {
         match *event {
+            // DIPU hands out null for zero bytes without touching its cache.
+            TraceEvent::Allocate { bytes: 0, .. } => {}
             TraceEvent::Allocate { id, bytes } => {
                 let size = round_512(bytes);
                 match idle.get_mut(&size).filter(|n| **n > 0) {
@@ -79,6 +81,8 @@ mod tests {
             Trace::parse("a 0 4096\nf 0\na 1 1000\nf 1\na 2 1024\na 3 2000\nf 2\nf 3\n").unwrap();
         let r = dipu_bs(&trace);
         assert_eq!(r.vendor_mallocs, 3, "4096, 1024 and 2048 byte blocks");
+        let zero = dipu_bs(&Trace::parse("a 0 0\na 1 0\nf 0\nf 1\n").unwrap());
+        assert_eq!(zero.vendor_mallocs, 0, "zero bytes reserve nothing");
         assert_eq!(r.peak_reserved, 4096 + 1024 + 2048);
         assert_eq!(r.segments, 3, "nothing is given back");
     }

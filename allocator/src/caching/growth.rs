@@ -56,6 +56,8 @@ impl<P: Policy> State<P> {
         // Free granules are unmapped only when mapping more would pass the
         // high-water mark: the peak stays where unmapping them at every
         // growth would put it, without a vendor call per growth.
+        // (Regular segments may have raised reserved memory past the mark.)
+        exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
         let ceiling = exp.high_water.min(self.source.limit);
         let over = (self.stats.reserved_bytes.current + missing).saturating_sub(ceiling);
         if self.policy.release_before_grow() && over > 0 {
@@ -65,17 +67,20 @@ impl<P: Policy> State<P> {
         let mut retried = false;
         loop {
             let exp = self.expandable.as_mut().expect("checked above");
+            let before = exp.mapped_total();
             let seg = exp.by_stream.get_mut(&stream).expect("checked above");
             let mapped = self
                 .source
                 .check_limit(missing, self.stats.reserved_bytes.current)
                 .and_then(|()| vm.map_range(seg, addr, size));
+            // Counted from what is mapped, even after a failure part-way.
+            let bytes = exp.mapped_total() - before;
+            self.stats.reserved_bytes.increase(bytes as u64);
+            self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
+            exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
             match mapped {
-                Ok(bytes) => {
-                    self.stats.reserved_bytes.increase(bytes as u64);
-                    self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
+                Ok(_) => {
                     self.stats.num_alloc_retries += u64::from(retried);
-                    exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
                     return Ok(());
                 }
                 Err(e) if e.kind() == ErrorKind::OutOfMemory && !retried => {

@@ -180,6 +180,8 @@ pub fn dipu_bf(trace: &Trace) -> ModelReport {
     let mut live: HashMap<u64, usize> = HashMap::new();
     for event in &trace.events {
         match *event {
+            // DIPU hands out null for zero bytes without touching its cache.
+            TraceEvent::Allocate { bytes: 0, .. } => {}
             TraceEvent::Allocate { id, bytes } => {
                 let chunk = model.allocate(bytes);
                 live.insert(id, chunk);
@@ -228,6 +230,8 @@ mod tests {
         // A request over the extension size doubles it until it fits.
         let r = run("a 0 20971520\n");
         assert_eq!(r.peak_reserved, 32 * MIB);
+        let r = run("a 0 0\nf 0\n");
+        assert_eq!(r.vendor_mallocs, 0, "zero bytes reserve nothing");
     }
 
     #[test]
