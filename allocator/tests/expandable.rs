@@ -6,6 +6,7 @@ mod common;
 
 use common::{Env, MIB};
 use dipu_allocator::{Algorithm, AllocatorConfig, BlockState};
+use dipu_vendor_host::Fault;
 
 fn expandable() -> AllocatorConfig {
     AllocatorConfig::parse("expandable_segments:True").unwrap()
@@ -172,4 +173,58 @@ fn a_fraction_given_at_creation_limits_mapping_not_the_range() {
     );
     assert_eq!(st.reserved_bytes.current, 40 * MIB as u64);
     alloc.free(big.ptr).unwrap();
+}
+
+#[test]
+fn a_mapping_that_fails_part_way_is_undone_and_retried() {
+    let env = Env::new(256 << 20);
+    let alloc = env.allocator_with(0, Algorithm::BestFit, &expandable());
+    let s = env.ctx.default_stream(0).unwrap();
+    // The third of the five granules cannot be created the first time.
+    env.vendor.set_fault(Fault::VmmCreateAt(3));
+    let a = alloc.allocate(10 * MIB, s).unwrap();
+    let st = alloc.stats();
+    assert_eq!(st.reserved_bytes.current, 10 * MIB as u64);
+    assert_eq!(
+        st.num_device_alloc, 5,
+        "the two undone granules are not counted"
+    );
+    assert_eq!((st.num_alloc_retries, st.num_ooms), (1, 0));
+    assert_eq!(env.used(0), 10 * MIB as u64, "the undone chunks went back");
+    env.upload(0, a.ptr, &vec![9u8; 10 * MIB]);
+    assert!(env.download(0, a.ptr, 10 * MIB).iter().all(|&b| b == 9));
+    alloc.free(a.ptr).unwrap();
+    alloc.empty_cache().unwrap();
+    assert_eq!((alloc.stats().reserved_bytes.current, env.used(0)), (0, 0));
+}
+
+#[test]
+fn an_unmap_that_fails_leaves_the_statistics_true() {
+    let env = Env::new(256 << 20);
+    let alloc = env.allocator_with(0, Algorithm::BestFit, &expandable());
+    let s = env.ctx.default_stream(0).unwrap();
+    let a = alloc.allocate(10 * MIB, s).unwrap();
+    alloc.free(a.ptr).unwrap();
+    env.vendor.set_fault(Fault::VmmUnmapAt(2));
+    let e = alloc.empty_cache().expect_err("the second unmap fails");
+    assert_eq!(e.kind(), dipu_deviceapi::ErrorKind::VendorError, "{e}");
+    let st = alloc.stats();
+    assert_eq!(
+        st.reserved_bytes.current,
+        8 * MIB as u64,
+        "four granules still mapped"
+    );
+    assert_eq!(st.num_device_free, 1);
+    assert_eq!(
+        env.used(0),
+        8 * MIB as u64,
+        "the statistics match the vendor"
+    );
+
+    alloc.empty_cache().unwrap();
+    let st = alloc.stats();
+    assert_eq!((st.reserved_bytes.current, st.num_device_free), (0, 5));
+    assert_eq!(env.used(0), 0);
+    let again = alloc.allocate(10 * MIB, s).unwrap();
+    alloc.free(again.ptr).unwrap();
 }

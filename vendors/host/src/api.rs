@@ -459,6 +459,9 @@ impl DeviceApi for HostVendor {
     }
 
     fn vmm_create(&self, bytes: usize) -> Result<PhysicalMemHandle> {
+        if let Some(message) = self.faults.on_vmm_create() {
+            return Err(Error::new(ErrorKind::OutOfMemory, message));
+        }
         self.vmm.create(&self.memory, self.device(), bytes)
     }
 
@@ -476,6 +479,9 @@ impl DeviceApi for HostVendor {
     }
 
     unsafe fn vmm_unmap(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
+        if let Some(message) = self.faults.on_vmm_unmap() {
+            return Err(Error::new(ErrorKind::VendorError, message));
+        }
         self.vmm.unmap(&self.memory, ptr as usize, bytes)
     }
 }

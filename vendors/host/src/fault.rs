@@ -1,12 +1,13 @@
-//! Injected device-malloc failures, so the layers above can test their
-//! out-of-memory paths (retry after freeing the cache, error messages).
+//! Injected failures of device mallocs and virtual-memory calls, so the
+//! layers above can test their out-of-memory and error paths (retry after
+//! freeing the cache, error messages, statistics that stay true).
 
 use parking_lot::Mutex;
 
 use crate::config::{ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT};
 use crate::size::format_size;
 
-/// A failure to inject into device mallocs (see [`crate::HostVendor::set_fault`]).
+/// A failure to inject (see [`crate::HostVendor::set_fault`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// No injected failures: clears every setting.
@@ -17,6 +18,12 @@ pub enum Fault {
     /// Every device malloc fails that would bring the bytes allocated from
     /// now on past this many.
     AfterBytes(u64),
+    /// The N-th `vmm_create` from now on (1-based) fails once with
+    /// `OutOfMemory`.
+    VmmCreateAt(u64),
+    /// The N-th `vmm_unmap` from now on (1-based) fails once with
+    /// `VendorError`, leaving the range mapped.
+    VmmUnmapAt(u64),
 }
 
 /// Where a fault setting came from, for the failure's message.
@@ -36,6 +43,12 @@ struct State {
     mallocs: u64,
     /// Bytes handed out by device mallocs since `after_bytes` was set.
     total_bytes: u64,
+    /// The N-th `vmm_create` fails, once; and the calls seen since it was set.
+    vmm_create_at: Option<u64>,
+    vmm_creates: u64,
+    /// The N-th `vmm_unmap` fails, once; and the calls seen since it was set.
+    vmm_unmap_at: Option<u64>,
+    vmm_unmaps: u64,
 }
 
 /// The fault settings and the counters they watch.
@@ -69,7 +82,37 @@ impl Faults {
                 s.after_bytes = Some((b, Origin::Program));
                 s.total_bytes = 0;
             }
+            Fault::VmmCreateAt(n) => {
+                s.vmm_create_at = Some(n);
+                s.vmm_creates = 0;
+            }
+            Fault::VmmUnmapAt(n) => {
+                s.vmm_unmap_at = Some(n);
+                s.vmm_unmaps = 0;
+            }
         }
+    }
+
+    /// Counts a `vmm_create`; the message of the injected failure if it must fail.
+    pub(crate) fn on_vmm_create(&self) -> Option<String> {
+        let mut s = self.state.lock();
+        s.vmm_creates += 1;
+        let n = s.vmm_create_at.filter(|&n| n == s.vmm_creates)?;
+        s.vmm_create_at = None;
+        Some(format!(
+            "injected failure: vmm_create #{n} was made to fail by set_fault(Fault::VmmCreateAt({n}))"
+        ))
+    }
+
+    /// Counts a `vmm_unmap`; the message of the injected failure if it must fail.
+    pub(crate) fn on_vmm_unmap(&self) -> Option<String> {
+        let mut s = self.state.lock();
+        s.vmm_unmaps += 1;
+        let n = s.vmm_unmap_at.filter(|&n| n == s.vmm_unmaps)?;
+        s.vmm_unmap_at = None;
+        Some(format!(
+            "injected failure: vmm_unmap #{n} was made to fail by set_fault(Fault::VmmUnmapAt({n}))"
+        ))
     }
 
     /// Counts a device malloc of `bytes` (nonzero) on `device`; returns the

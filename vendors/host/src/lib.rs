@@ -148,8 +148,9 @@ impl HostVendor {
         &self.config
     }
 
-    /// Installs an injected malloc failure (or clears them all with
-    /// [`Fault::None`]); the count it watches restarts now.
+    /// Installs an injected failure of a device malloc or a virtual-memory
+    /// call (or clears them all with [`Fault::None`]); the count it watches
+    /// restarts now.
     pub fn set_fault(&self, fault: Fault) {
         self.faults.set(fault);
     }

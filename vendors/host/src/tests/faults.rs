@@ -111,3 +111,41 @@ fn capacity_failures_do_not_count_as_allocated() {
     let a = h.malloc(1024).expect("the failed malloc was taken back");
     free_all(&h, &[a]);
 }
+
+#[test]
+fn vmm_create_and_unmap_faults_fail_once_and_change_nothing() {
+    let h = host(1, 64 * MIB);
+    let gran = h.vmm_granularity().unwrap();
+    let base = h.vmm_reserve(2 * gran).unwrap();
+    h.set_fault(Fault::VmmCreateAt(2));
+    let c0 = h.vmm_create(gran).unwrap();
+    let (kind, message) = err(h.vmm_create(gran));
+    assert_eq!(kind, ErrorKind::OutOfMemory);
+    assert!(message.contains("Fault::VmmCreateAt(2)"), "{message}");
+    assert_eq!(
+        h.memory_used(0).unwrap(),
+        gran as u64,
+        "the failure cost nothing"
+    );
+    let c1 = h.vmm_create(gran).expect("only once");
+
+    h.set_fault(Fault::VmmUnmapAt(1));
+    // SAFETY: both granules are inside the reservation, mapped once each,
+    // and unmapped before their chunks are released.
+    unsafe {
+        h.vmm_map(base, gran, c0).unwrap();
+        h.vmm_map(base.cast::<u8>().add(gran).cast(), gran, c1)
+            .unwrap();
+        let (kind, message) = err(h.vmm_unmap(base, gran));
+        assert_eq!(kind, ErrorKind::VendorError);
+        assert!(message.contains("Fault::VmmUnmapAt(1)"), "{message}");
+        h.memset(base, 5, 16)
+            .expect("still mapped after the failed unmap");
+        h.vmm_unmap(base, 2 * gran).expect("only once");
+        h.vmm_release(c0).unwrap();
+        h.vmm_release(c1).unwrap();
+        h.vmm_free_reservation(base, 2 * gran).unwrap();
+    }
+    assert_eq!(h.memory_used(0).unwrap(), 0);
+    assert!(h.take_async_error().is_none());
+}
