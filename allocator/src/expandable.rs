@@ -135,8 +135,8 @@ impl Expandables {
 
     /// Unmaps free granules, range by range and within a range highest
     /// addresses first (blocks are carved from the bottom), until at least
-    /// `want` bytes are unmapped or none is left.
-    pub(crate) fn unmap_free_top(&mut self, arena: &Arena, want: usize) -> Result<()> {
+    /// `want` bytes are unmapped or none is left (`usize::MAX`: all).
+    pub(crate) fn unmap_free(&mut self, arena: &Arena, want: usize) -> Result<()> {
         let vm = self.vm;
         let mut total = 0;
         for seg in self.by_stream.values_mut() {
@@ -150,29 +150,13 @@ impl Expandables {
         }
         Ok(())
     }
-
-    /// Unmaps the free granules of every segment.
-    pub(crate) fn unmap_free_all(&mut self, arena: &Arena) -> Result<()> {
-        let vm = self.vm;
-        for seg in self.by_stream.values_mut() {
-            for g in vm.free_mapped_granules(arena, seg) {
-                vm.unmap_granule(seg, g)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Vm {
-    /// Maps every unmapped granule touching `[addr, addr + size)`; returns
-    /// the bytes newly mapped. On failure what was mapped is unmapped again
-    /// as far as the vendor allows (the segment's count stays true).
-    pub(crate) fn map_range(
-        &self,
-        seg: &mut Expandable,
-        addr: usize,
-        size: usize,
-    ) -> Result<usize> {
+    /// Maps every unmapped granule touching `[addr, addr + size)` (the
+    /// segment counts them). On failure what was mapped is unmapped again
+    /// as far as the vendor allows.
+    pub(crate) fn map_range(&self, seg: &mut Expandable, addr: usize, size: usize) -> Result<()> {
         let (first, last) = self.granules_touching(seg, addr, size);
         let _guard = DeviceGuard::new(self.ctx, self.device)?;
         let api = self.ctx.api();
@@ -209,7 +193,7 @@ impl Vm {
                 }
             }
         }
-        Ok(mapped.len() * self.granularity)
+        Ok(())
     }
 
     /// Bytes of the granules touching `[addr, addr + size)` that are unmapped.

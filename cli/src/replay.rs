@@ -166,33 +166,55 @@ fn run_all(
     Ok(())
 }
 
-/// One row of the `--all` table for a model of another allocator.
+/// One row of the `--all` table for a model of another allocator (no times).
 fn model_row(label: &str, peak_requested: usize, r: &ModelReport) -> String {
-    format!(
-        "{:<16} {:>12.2} MiB {:>12.2} MiB {:>7.3} {:>9} {:>15} {:>9} {:>8}",
+    let (segments, mallocs) = (r.segments, r.vendor_mallocs);
+    table_row(
         label,
-        peak_requested as f64 / MIB,
-        r.peak_reserved as f64 / MIB,
-        r.peak_reserved as f64 / peak_requested.max(1) as f64,
-        r.segments,
-        r.vendor_mallocs,
-        "-",
-        "-"
+        peak_requested,
+        r.peak_reserved,
+        segments,
+        mallocs,
+        &"-",
+        &"-",
     )
 }
 
 /// One row of the `--all` table.
 fn row(label: &str, r: &ReplayReport) -> String {
+    let (alloc_ns, free_ns) = (r.allocate_time.as_nanos(), r.free_time.as_nanos());
+    let (segments, mallocs) = (r.segments, r.vendor_mallocs);
+    table_row(
+        label,
+        r.peak_requested,
+        r.peak_reserved,
+        segments,
+        mallocs,
+        &alloc_ns,
+        &free_ns,
+    )
+}
+
+/// The columns of the `--all` table.
+fn table_row(
+    label: &str,
+    peak_requested: usize,
+    peak_reserved: u64,
+    segments: u64,
+    vendor_mallocs: u64,
+    alloc_ns: &dyn std::fmt::Display,
+    free_ns: &dyn std::fmt::Display,
+) -> String {
     format!(
         "{:<16} {:>12.2} MiB {:>12.2} MiB {:>7.3} {:>9} {:>15} {:>9} {:>8}",
         label,
-        r.peak_requested as f64 / MIB,
-        r.peak_reserved as f64 / MIB,
-        r.ratio(),
-        r.segments,
-        r.vendor_mallocs,
-        r.allocate_time.as_nanos(),
-        r.free_time.as_nanos()
+        peak_requested as f64 / MIB,
+        peak_reserved as f64 / MIB,
+        peak_reserved as f64 / peak_requested.max(1) as f64,
+        segments,
+        vendor_mallocs,
+        alloc_ns.to_string(),
+        free_ns.to_string()
     )
 }
 

@@ -11,16 +11,13 @@ use crate::policy::Policy;
 
 impl<P: Policy> State<P> {
     /// Unmaps free granules of the expandable segments until `want` bytes
-    /// are unmapped (all of them when `None`).
-    pub(super) fn unmap_free_granules_for(&mut self, want: Option<usize>) -> Result<()> {
+    /// are unmapped (all of them with `usize::MAX`).
+    pub(super) fn unmap_free_granules_for(&mut self, want: usize) -> Result<()> {
         if let Some(exp) = self.expandable.as_mut() {
             // Counted from what is mapped before and after, so a vendor
             // error part-way still leaves the statistics true.
             let before = exp.mapped_total();
-            let result = match want {
-                Some(want) => exp.unmap_free_top(&self.arena, want),
-                None => exp.unmap_free_all(&self.arena),
-            };
+            let result = exp.unmap_free(&self.arena, want);
             let bytes = before - exp.mapped_total();
             self.stats.reserved_bytes.decrease(bytes as u64);
             self.stats.num_device_free += (bytes / exp.vm.granularity) as u64;
@@ -31,7 +28,7 @@ impl<P: Policy> State<P> {
 
     /// Unmaps every free granule of the expandable segments.
     pub(super) fn unmap_free_granules(&mut self) -> Result<()> {
-        self.unmap_free_granules_for(None)
+        self.unmap_free_granules_for(usize::MAX)
     }
 
     /// Maps the granules an allocated block of an expandable segment
@@ -62,7 +59,7 @@ impl<P: Policy> State<P> {
         let over = (self.stats.reserved_bytes.current + missing).saturating_sub(ceiling);
         if self.policy.release_before_grow() && over > 0 {
             self.flush_parked();
-            self.unmap_free_granules_for(Some(over as usize))?;
+            self.unmap_free_granules_for(over as usize)?;
         }
         let mut retried = false;
         loop {
@@ -79,7 +76,7 @@ impl<P: Policy> State<P> {
             self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
             exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
             match mapped {
-                Ok(_) => {
+                Ok(()) => {
                     self.stats.num_alloc_retries += u64::from(retried);
                     return Ok(());
                 }

@@ -43,12 +43,36 @@ struct State {
     mallocs: u64,
     /// Bytes handed out by device mallocs since `after_bytes` was set.
     total_bytes: u64,
-    /// The N-th `vmm_create` fails, once; and the calls seen since it was set.
-    vmm_create_at: Option<u64>,
-    vmm_creates: u64,
-    /// The N-th `vmm_unmap` fails, once; and the calls seen since it was set.
-    vmm_unmap_at: Option<u64>,
-    vmm_unmaps: u64,
+    /// Which `vmm_create` fails.
+    vmm_create: NthCall,
+    /// Which `vmm_unmap` fails.
+    vmm_unmap: NthCall,
+}
+
+/// The N-th call from when it was set fails, once.
+#[derive(Debug, Default)]
+struct NthCall {
+    at: Option<u64>,
+    seen: u64,
+}
+
+impl NthCall {
+    fn set(&mut self, n: u64) {
+        *self = NthCall {
+            at: Some(n),
+            seen: 0,
+        };
+    }
+
+    /// Counts a call; the message of its injected failure if it must fail.
+    fn on_call(&mut self, call: &str, fault: &str) -> Option<String> {
+        self.seen += 1;
+        let n = self.at.filter(|&n| n == self.seen)?;
+        self.at = None;
+        Some(format!(
+            "injected failure: {call} #{n} was made to fail by set_fault(Fault::{fault}({n}))"
+        ))
+    }
 }
 
 /// The fault settings and the counters they watch.
@@ -82,37 +106,25 @@ impl Faults {
                 s.after_bytes = Some((b, Origin::Program));
                 s.total_bytes = 0;
             }
-            Fault::VmmCreateAt(n) => {
-                s.vmm_create_at = Some(n);
-                s.vmm_creates = 0;
-            }
-            Fault::VmmUnmapAt(n) => {
-                s.vmm_unmap_at = Some(n);
-                s.vmm_unmaps = 0;
-            }
+            Fault::VmmCreateAt(n) => s.vmm_create.set(n),
+            Fault::VmmUnmapAt(n) => s.vmm_unmap.set(n),
         }
     }
 
     /// Counts a `vmm_create`; the message of the injected failure if it must fail.
     pub(crate) fn on_vmm_create(&self) -> Option<String> {
-        let mut s = self.state.lock();
-        s.vmm_creates += 1;
-        let n = s.vmm_create_at.filter(|&n| n == s.vmm_creates)?;
-        s.vmm_create_at = None;
-        Some(format!(
-            "injected failure: vmm_create #{n} was made to fail by set_fault(Fault::VmmCreateAt({n}))"
-        ))
+        self.state
+            .lock()
+            .vmm_create
+            .on_call("vmm_create", "VmmCreateAt")
     }
 
     /// Counts a `vmm_unmap`; the message of the injected failure if it must fail.
     pub(crate) fn on_vmm_unmap(&self) -> Option<String> {
-        let mut s = self.state.lock();
-        s.vmm_unmaps += 1;
-        let n = s.vmm_unmap_at.filter(|&n| n == s.vmm_unmaps)?;
-        s.vmm_unmap_at = None;
-        Some(format!(
-            "injected failure: vmm_unmap #{n} was made to fail by set_fault(Fault::VmmUnmapAt({n}))"
-        ))
+        self.state
+            .lock()
+            .vmm_unmap
+            .on_call("vmm_unmap", "VmmUnmapAt")
     }
 
     /// Counts a device malloc of `bytes` (nonzero) on `device`; returns the
