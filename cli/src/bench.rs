@@ -53,6 +53,17 @@ const ROUNDS: u32 = 5;
 const SYSTEM_ALIGN: usize = 256;
 
 /// `dipu bench alloc`.
+/// A ratio with at least two decimals and three significant digits, so a
+/// small one (a system pair slowed by `mmap`) does not print as 0.00.
+fn ratio_text(ratio: f64) -> String {
+    let decimals = if ratio.is_finite() && ratio > 0.0 && ratio < 1.0 {
+        (2.0 - ratio.log10().floor()).max(2.0) as usize
+    } else {
+        2
+    };
+    format!("{ratio:.decimals$}")
+}
+
 fn alloc(iterations: u32) -> Result<()> {
     let started = Instant::now();
     crate::outln!(
@@ -106,12 +117,12 @@ fn alloc(iterations: u32) -> Result<()> {
                     device_pair(ctx, algorithm, size, &streams[..threads], iterations)
                         .map_err(|e| e.context(format_args!("{algorithm}, {}", human(size))))?;
                 crate::outln!(
-                    "{:>8} {:>7}  {:<9} {:>9.1} {:>8.2} {:>15}",
+                    "{:>8} {:>7}  {:<9} {:>9.1} {:>8} {:>15}",
                     human(size),
                     threads,
                     algorithm.name(),
                     ns,
-                    ns / system,
+                    ratio_text(ns / system),
                     mallocs
                 );
             }
@@ -270,5 +281,19 @@ fn human(bytes: usize) -> String {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
         b => format!("{b} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ratio_text;
+
+    #[test]
+    fn small_ratios_keep_three_significant_digits() {
+        assert_eq!(ratio_text(1.4), "1.40");
+        assert_eq!(ratio_text(0.5), "0.500");
+        assert_eq!(ratio_text(0.0023), "0.00230");
+        assert_eq!(ratio_text(0.0), "0.00");
+        assert_eq!(ratio_text(f64::NAN), "NaN");
     }
 }
