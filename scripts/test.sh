@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's heading shows the time since the start (m:ss), so a slow CI
+# run tells where its minutes went.
+step() { printf '\n==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 step "toolchain and system tools"
 ./scripts/setup.sh

@@ -140,16 +140,23 @@ impl Conn {
     }
 
     /// One byte if it arrives within `timeout` (at least 1 ms), `None` if
-    /// not; a timeout leaves the connection usable.
+    /// not; a timeout leaves the connection usable. Never gives up before
+    /// `timeout` has passed, though the socket's own timer (kept in kernel
+    /// ticks) may wake a little early.
     pub(super) fn poll_byte(&mut self, timeout: Duration, what: &str) -> Result<Option<u8>> {
-        match self.read(timeout, what, |f| f.u8()) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == ErrorKind::Timeout => {
-                // Nothing of a one-byte reply was read: the stream is intact.
-                self.broken = false;
-                Ok(None)
+        let at = deadline(timeout.max(Duration::from_millis(1)));
+        loop {
+            match self.read(remaining(at), what, |f| f.u8()) {
+                Ok(b) => return Ok(Some(b)),
+                Err(e) if e.kind() == ErrorKind::Timeout => {
+                    // Nothing of a one-byte reply was read: the stream is intact.
+                    self.broken = false;
+                    if remaining(at).is_zero() {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
     }
 
