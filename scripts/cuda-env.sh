@@ -36,6 +36,6 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 rm -f "$stamp"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${packages[@]}"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps "${packages[@]}"
 echo "$want" >"$stamp"
 echo "cuda-env: installed ${packages[*]} into $venv"

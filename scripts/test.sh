@@ -12,11 +12,26 @@ step() { printf '\n==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*";
 step "toolchain and system tools"
 ./scripts/setup.sh
 
-step "NVIDIA wheels for the CUDA vendor's tests (.venv; a no-op when present)"
-./scripts/cuda-env.sh
+# The Python environments download ~2.8 GB: they install in the background
+# while Rust compiles, and the tests wait for them.
+step "in the background: NVIDIA wheels for the CUDA vendor's tests (.venv) and PyTorch for the TCPStore interop tests (.venv-torch)"
+pylogs="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pylogs"' EXIT
+./scripts/cuda-env.sh >"$pylogs/cuda-env.log" 2>&1 &
+cuda_env=$!
+./scripts/torch-env.sh >"$pylogs/torch-env.log" 2>&1 &
+torch_env=$!
 
-step "PyTorch from PyPI for the TCPStore interop tests (.venv-torch; a no-op when present)"
-./scripts/torch-env.sh
+# Waits for background job $1 and shows its log $2; a failed job fails the run.
+finish() {
+  local status=0
+  wait "$1" || status=$?
+  cat "$2"
+  if [ "$status" != 0 ]; then
+    echo "$(basename "$2" .log) failed (exit $status)" >&2
+    exit "$status"
+  fi
+}
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -26,6 +41,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo build (the vendor plugins' .so files included)"
 cargo build --workspace --locked
+
+step "waiting for the Python environments"
+finish "$cuda_env" "$pylogs/cuda-env.log"
+finish "$torch_env" "$pylogs/torch-env.log"
 
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
@@ -41,7 +60,7 @@ rm -rf "$tmp"
 
 step "loom models (separate target dir, preemption bound 2)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-  cargo test --release --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
+  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
 
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest

@@ -68,7 +68,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 echo '*' >"$venv/.gitignore"
 rm -f "$stamp"
-pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-warn-conflicts)
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps --no-warn-conflicts)
 "${pip[@]}" "${packages[@]}"
 "${pip[@]}" "$torch"
 # The proof that it worked: torch imports and has the TCPStore.
