@@ -195,7 +195,8 @@ fn abort_ends_a_wait_for_a_missing_rank() {
         host.comm_abort(comm).unwrap();
         host.stream_synchronize(stream)
             .expect("the stream is not poisoned");
-        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        // Far sooner than the 20 s timeout; slack for a loaded machine.
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         let e = host.comm_async_error(comm).unwrap_err();
         assert!(
             e.message().contains("rank 0 aborted the communicator"),
@@ -231,7 +232,8 @@ fn timeout_ends_an_endless_wait() {
         host.broadcast(buf, buf, 4, DataType::I32, 0, comm, S)
             .unwrap();
         host.stream_synchronize(S).unwrap();
-        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        // Not forever: about the 0.2 s timeout, with slack for a loaded machine.
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         let e = host.comm_async_error(comm).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Timeout);
         let m = e.message();

@@ -339,7 +339,8 @@ fn an_unreadable_peer_buffer_fails_the_communicator() {
 }
 
 /// A peer process killed in the middle of a collective: this rank's
-/// operation fails within about a second with an error naming it.
+/// operation fails within about a second (well before its timeout) with an
+/// error naming it.
 #[test]
 fn a_killed_peer_process_fails_the_wait() {
     let host = vendor(1);
@@ -385,7 +386,8 @@ fn a_killed_peer_process_fails_the_wait() {
             )),
             "{e}"
         );
-        assert!(waited < Duration::from_millis(1500), "{waited:?}");
+        // Far sooner than the 20 s timeout; slack for a loaded machine.
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
         host.comm_destroy(comm).unwrap();
     }
     let _ = child.wait();
