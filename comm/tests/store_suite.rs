@@ -200,6 +200,173 @@ fn timeout_is_settable(kind: &str) {
     assert_times_out(SHORT, "unset", || f.store.get("unset"));
 }
 
+fn list_keys_names_the_values(kind: &str) {
+    let f = fixture(kind, LONG);
+    f.store.set("a", b"1").unwrap();
+    f.store.add("b/c", 2).unwrap();
+    f.store.set("gone", b"x").unwrap();
+    f.store.delete_key("gone").unwrap();
+    let peer = f.peer();
+    let mut keys = peer.list_keys().unwrap();
+    keys.sort();
+    assert_eq!(keys, ["a", "b/c"]);
+}
+
+#[test]
+fn prefix_store_lists_and_queues_only_its_own() {
+    use dipu_comm::store::{HashStore, PrefixStore};
+    let inner: Arc<dyn Store> = Arc::new(HashStore::new());
+    inner.set("pg0/a", b"1").unwrap();
+    inner.set("pg1/b", b"2").unwrap();
+    inner.set("c", b"3").unwrap();
+    let pg0 = PrefixStore::new("pg0", Arc::clone(&inner));
+    assert_eq!(pg0.list_keys().unwrap(), ["a"]);
+    pg0.queue_push("q", b"x").unwrap();
+    assert_eq!(inner.queue_len("pg0/q").unwrap(), 1);
+    assert_eq!(PrefixStore::new("pg1", inner).queue_len("q").unwrap(), 0);
+}
+
+/// FileStore has no queues, as torch's has none.
+fn has_queues(kind: &str) -> bool {
+    !kind.ends_with("file")
+}
+
+fn queues_are_fifo_and_apart_from_values(kind: &str) {
+    let f = fixture(kind, LONG);
+    let s = &f.store;
+    if !has_queues(kind) {
+        for err in [
+            s.queue_push("q", b"1").unwrap_err(),
+            s.queue_pop("q", false).unwrap_err(),
+            s.queue_len("q").unwrap_err(),
+        ] {
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        }
+        return;
+    }
+    assert_eq!(s.queue_len("q").unwrap(), 0);
+    assert!(!s.check(&["q"]).unwrap());
+    for v in [b"1", b"2", b"3"] {
+        s.queue_push("q", v).unwrap();
+    }
+    let peer = f.peer();
+    assert_eq!(peer.queue_len("q").unwrap(), 3);
+    // A non-empty queue counts as set for check and wait.
+    assert!(peer.check(&["q"]).unwrap());
+    peer.wait(&["q"], LONG).unwrap();
+    // ... but it is not a value: list_keys and num_keys leave it out.
+    assert!(!peer.list_keys().unwrap().iter().any(|k| k == "q"));
+    assert_eq!(peer.num_keys().unwrap(), s.num_keys().unwrap());
+    assert_eq!(peer.queue_pop("q", false).unwrap(), b"1");
+    assert_eq!(s.queue_pop("q", true).unwrap(), b"2");
+    assert_eq!(peer.queue_pop("q", false).unwrap(), b"3");
+    assert_eq!(s.queue_len("q").unwrap(), 0);
+    assert!(!s.check(&["q"]).unwrap());
+    let err = s.queue_pop("q", false).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotReady, "{err}");
+    assert!(err.message().contains("q\" is empty"), "{err}");
+    // Values of any size and content come back whole.
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    s.queue_push("q", &big).unwrap();
+    s.queue_push("q", b"").unwrap();
+    assert_eq!(peer.queue_pop("q", false).unwrap(), big);
+    assert_eq!(peer.queue_pop("q", false).unwrap(), b"");
+}
+
+fn blocking_pop_waits_for_a_push(kind: &str) {
+    if !has_queues(kind) {
+        return;
+    }
+    let f = fixture(kind, LONG);
+    let peer = f.peer();
+    let pusher = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        peer.queue_push("jobs", b"work").unwrap();
+    });
+    assert_eq!(f.store.queue_pop("jobs", true).unwrap(), b"work");
+    pusher.join().unwrap();
+}
+
+fn blocking_pop_times_out_naming_the_queue(kind: &str) {
+    if !has_queues(kind) {
+        return;
+    }
+    let f = fixture(kind, SHORT);
+    assert_times_out(SHORT, "empty-queue", || {
+        f.store.queue_pop("empty-queue", true)
+    });
+    f.store.queue_push("empty-queue", b"now").unwrap();
+    assert_eq!(f.store.queue_pop("empty-queue", true).unwrap(), b"now");
+}
+
+fn concurrent_pops_take_each_value_once(kind: &str) {
+    if !has_queues(kind) {
+        return;
+    }
+    const POPPERS: usize = 4;
+    const EACH: usize = 25;
+    let f = fixture(kind, LONG);
+    let handles: Vec<Arc<dyn Store>> = (0..POPPERS).map(|_| f.peer()).collect();
+    let pusher = f.peer();
+    let popped: Vec<Vec<u8>> = std::thread::scope(|scope| {
+        let poppers: Vec<_> = handles
+            .iter()
+            .map(|h| {
+                scope.spawn(move || {
+                    (0..EACH)
+                        .map(|_| h.queue_pop("shared", true).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for i in 0..POPPERS * EACH {
+            pusher
+                .queue_push("shared", i.to_string().as_bytes())
+                .unwrap();
+        }
+        poppers
+            .into_iter()
+            .flat_map(|p| p.join().unwrap())
+            .collect()
+    });
+    let mut seen: Vec<usize> = popped
+        .iter()
+        .map(|v| std::str::from_utf8(v).unwrap().parse().unwrap())
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..POPPERS * EACH).collect::<Vec<_>>());
+    assert_eq!(f.store.queue_len("shared").unwrap(), 0);
+}
+
+fn barrier_releases_everyone_once_all_arrive(kind: &str) {
+    const RANKS: usize = 4;
+    let f = fixture(kind, LONG);
+    let arrived = std::sync::atomic::AtomicUsize::new(0);
+    let handles: Vec<Arc<dyn Store>> = (0..RANKS).map(|_| f.peer()).collect();
+    std::thread::scope(|scope| {
+        for (rank, h) in handles.iter().enumerate() {
+            let arrived = &arrived;
+            scope.spawn(move || {
+                std::thread::sleep(Duration::from_millis(30 * rank as u64));
+                arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                h.barrier("start", RANKS, LONG).unwrap();
+                // Nobody leaves before the last one came.
+                assert_eq!(arrived.load(std::sync::atomic::Ordering::SeqCst), RANKS);
+            });
+        }
+    });
+}
+
+fn barrier_times_out_when_a_rank_is_missing(kind: &str) {
+    let f = fixture(kind, LONG);
+    assert_times_out(SHORT, "lonely", || f.store.barrier("lonely", 2, SHORT));
+    let err = f.store.barrier("zero", 0, SHORT).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // Still usable after the timeout (over TCP: the wait was cancelled).
+    f.store.set("after", b"ok").unwrap();
+    assert_eq!(f.store.get("after").unwrap(), b"ok");
+}
+
 macro_rules! suite_for {
     ($module:ident, $kind:literal) => {
         mod $module {
@@ -258,6 +425,34 @@ macro_rules! suite_for {
             #[test]
             fn timeout_is_settable() {
                 super::timeout_is_settable($kind)
+            }
+            #[test]
+            fn list_keys_names_the_values() {
+                super::list_keys_names_the_values($kind)
+            }
+            #[test]
+            fn queues_are_fifo_and_apart_from_values() {
+                super::queues_are_fifo_and_apart_from_values($kind)
+            }
+            #[test]
+            fn blocking_pop_waits_for_a_push() {
+                super::blocking_pop_waits_for_a_push($kind)
+            }
+            #[test]
+            fn blocking_pop_times_out_naming_the_queue() {
+                super::blocking_pop_times_out_naming_the_queue($kind)
+            }
+            #[test]
+            fn concurrent_pops_take_each_value_once() {
+                super::concurrent_pops_take_each_value_once($kind)
+            }
+            #[test]
+            fn barrier_releases_everyone_once_all_arrive() {
+                super::barrier_releases_everyone_once_all_arrive($kind)
+            }
+            #[test]
+            fn barrier_times_out_when_a_rank_is_missing() {
+                super::barrier_times_out_when_a_rank_is_missing($kind)
             }
         }
     };

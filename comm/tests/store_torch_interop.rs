@@ -149,8 +149,9 @@ impl Drop for Peer {
     }
 }
 
-/// The Rust half of the exchange `torch_peer.py` plays the other half of.
-fn exchange(store: &TcpStore, peer: &mut Peer) {
+/// The Rust half of the exchange `torch_peer.py` plays the other half of;
+/// `queues` when the server has them (not torch's legacy one).
+fn exchange(store: &TcpStore, peer: &mut Peer, queues: bool) {
     store.set("rust/set", b"from-rust").unwrap();
     assert_eq!(store.add("rust/counter", 5).unwrap(), 5);
     assert_eq!(store.add("rust/counter", 2).unwrap(), 7);
@@ -201,6 +202,15 @@ fn exchange(store: &TcpStore, peer: &mut Peer) {
     assert_eq!(store.get("rust/counter").unwrap(), b"17");
     // Set by Python half a second after py/ready: this get waits for it.
     assert_eq!(store.get("py/late").unwrap(), b"late");
+
+    // A queue each way and a barrier with the torch client.
+    if queues {
+        store.queue_push("rust/q", b"r1").unwrap();
+        store.queue_push("rust/q", b"r2").unwrap();
+        assert_eq!(store.queue_pop("py/to-rust", true).unwrap(), b"p1");
+        assert_eq!(store.queue_len("py/to-rust").unwrap(), 0);
+    }
+    store.barrier("both/b", 2, LONG).unwrap();
     peer.await_key(store, "py/done");
     let keys = store.list_keys().unwrap();
     for key in ["py/set", "py/after-timeout", "rust/ready"] {
@@ -220,7 +230,14 @@ fn our_client_on_torch_server(backend: &str) {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("torch_peer.py printed {line:?}, not PORT <n>"));
     let store = TcpStore::connect("127.0.0.1", port, LONG).unwrap();
-    exchange(&store, &mut peer);
+    exchange(&store, &mut peer, backend == "libuv");
+    if backend == "legacy" {
+        // The legacy server drops a connection that asks for a queue; the
+        // next call reconnects.
+        let err = store.queue_len("rust/q").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::VendorError, "{err}");
+        assert_eq!(store.get("py/set").unwrap(), b"from-python");
+    }
     peer.finish();
 }
 
@@ -240,7 +257,7 @@ fn torch_client_on_our_server() {
     let port = server.port().to_string();
     let store = TcpStore::with_server(server, "127.0.0.1", LONG).unwrap();
     let mut peer = Peer::start(&["client", &port]);
-    exchange(&store, &mut peer);
+    exchange(&store, &mut peer, true);
     // Our server serves until Python is done with its queue and barrier calls.
     peer.finish();
 }

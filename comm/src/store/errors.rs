@@ -34,6 +34,33 @@ pub(crate) fn add_overflow(store: &str, key: &str, old: i64, delta: i64) -> Erro
     )
 }
 
+/// `NotReady` for a non-blocking `queue_pop` on an empty queue (torch's
+/// `DistQueueEmptyError`).
+pub(crate) fn queue_empty(store: &str, key: &str) -> Error {
+    Error::new(
+        ErrorKind::NotReady,
+        format!("{store}: queue {key:?} is empty"),
+    )
+}
+
+/// `Unsupported` for the queue calls of a store that has no queues.
+pub(crate) fn no_queues(call: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("{call}: this store has no queues (TcpStore, HashStore and PrefixStore over them have; torch's FileStore has none either)"),
+    )
+}
+
+/// `InvalidArgument` for a barrier of no members.
+pub(crate) fn check_world_size(world_size: usize) -> Result<()> {
+    if world_size == 0 {
+        return Err(Error::invalid_argument(
+            "barrier: world_size must be at least 1",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `multi_set` got as many values as keys.
 pub(crate) fn check_multi_set(keys: &[&str], values: &[&[u8]]) -> Result<()> {
     if keys.len() == values.len() {

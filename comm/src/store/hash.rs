@@ -1,6 +1,6 @@
 //! [`HashStore`]: an in-memory store for the threads of one process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use dipu_deviceapi::Result;
@@ -17,9 +17,23 @@ const NAME: &str = "HashStore";
 /// an `Arc`). Blocking calls sleep on a `Condvar` until a key is set.
 #[derive(Debug)]
 pub struct HashStore {
-    map: Mutex<HashMap<String, Vec<u8>>>,
+    map: Mutex<Entries>,
     changed: Condvar,
     timeout: TimeoutCell,
+}
+
+/// What a [`HashStore`] holds: values and queues, apart, as in torch.
+#[derive(Debug, Default)]
+struct Entries {
+    values: HashMap<String, Vec<u8>>,
+    queues: HashMap<String, VecDeque<Vec<u8>>>,
+}
+
+impl Entries {
+    /// Whether `key` counts as set: a value, or a non-empty queue.
+    fn present(&self, key: &str) -> bool {
+        self.values.contains_key(key) || self.queues.get(key).is_some_and(|q| !q.is_empty())
+    }
 }
 
 impl Default for HashStore {
@@ -37,27 +51,25 @@ impl HashStore {
     /// An empty store whose blocking calls wait up to `timeout`.
     pub fn with_timeout(timeout: Duration) -> Self {
         HashStore {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Entries::default()),
             changed: Condvar::new(),
             timeout: TimeoutCell::new(timeout),
         }
     }
 
-    /// Waits on the locked map until every one of `keys` is in it.
+    /// Waits on the locked map until `present` holds for every one of
+    /// `keys`.
     fn wait_locked(
         &self,
-        map: &mut MutexGuard<'_, HashMap<String, Vec<u8>>>,
+        map: &mut MutexGuard<'_, Entries>,
         keys: &[&str],
         timeout: Duration,
+        present: impl Fn(&Entries, &str) -> bool,
     ) -> Result<()> {
         let at = deadline(timeout);
         let mut timed_out = false;
         loop {
-            let missing: Vec<&str> = keys
-                .iter()
-                .copied()
-                .filter(|k| !map.contains_key(*k))
-                .collect();
+            let missing: Vec<&str> = keys.iter().copied().filter(|k| !present(map, k)).collect();
             if missing.is_empty() {
                 return Ok(());
             }
@@ -72,8 +84,8 @@ impl HashStore {
     }
 
     /// Stores `value` at `key` in the locked map and wakes the waiters.
-    fn store(&self, map: &mut HashMap<String, Vec<u8>>, key: &str, value: Vec<u8>) {
-        map.insert(key.to_owned(), value);
+    fn store(&self, map: &mut Entries, key: &str, value: Vec<u8>) {
+        map.values.insert(key.to_owned(), value);
         self.changed.notify_all();
     }
 }
@@ -88,14 +100,17 @@ impl Store for HashStore {
     fn get(&self, key: &str) -> Result<Vec<u8>> {
         let timeout = self.timeout();
         let mut map = self.map.lock();
-        self.wait_locked(&mut map, &[key], timeout)?;
-        Ok(map[key].clone())
+        // A non-empty queue of that name has no value to get: wait for one.
+        self.wait_locked(&mut map, &[key], timeout, |map, k| {
+            map.values.contains_key(k)
+        })?;
+        Ok(map.values[key].clone())
     }
 
     fn add(&self, key: &str, delta: i64) -> Result<i64> {
         let mut map = self.map.lock();
-        let n = kv::add(map.get(key).map(Vec::as_slice), delta).map_err(|e| match e {
-            AddError::NotAnInteger => errors::not_an_integer(NAME, key, &map[key]),
+        let n = kv::add(map.values.get(key).map(Vec::as_slice), delta).map_err(|e| match e {
+            AddError::NotAnInteger => errors::not_an_integer(NAME, key, &map.values[key]),
             AddError::Overflow(old) => errors::add_overflow(NAME, key, old, delta),
         })?;
         self.store(&mut map, key, kv::counter_bytes(n));
@@ -104,7 +119,8 @@ impl Store for HashStore {
 
     fn compare_set(&self, key: &str, expected: &[u8], desired: &[u8]) -> Result<Vec<u8>> {
         let mut map = self.map.lock();
-        let (store, answer) = kv::compare_set(map.get(key).map(Vec::as_slice), expected, desired);
+        let (store, answer) =
+            kv::compare_set(map.values.get(key).map(Vec::as_slice), expected, desired);
         let answer = answer.to_vec();
         if store {
             self.store(&mut map, key, desired.to_vec());
@@ -113,21 +129,21 @@ impl Store for HashStore {
     }
 
     fn delete_key(&self, key: &str) -> Result<bool> {
-        Ok(self.map.lock().remove(key).is_some())
+        Ok(self.map.lock().values.remove(key).is_some())
     }
 
     fn check(&self, keys: &[&str]) -> Result<bool> {
         let map = self.map.lock();
-        Ok(keys.iter().all(|k| map.contains_key(*k)))
+        Ok(keys.iter().all(|k| map.present(k)))
     }
 
     fn wait(&self, keys: &[&str], timeout: Duration) -> Result<()> {
         let mut map = self.map.lock();
-        self.wait_locked(&mut map, keys, timeout)
+        self.wait_locked(&mut map, keys, timeout, Entries::present)
     }
 
     fn num_keys(&self) -> Result<i64> {
-        Ok(self.map.lock().len() as i64)
+        Ok(self.map.lock().values.len() as i64)
     }
 
     fn timeout(&self) -> Duration {
@@ -140,7 +156,7 @@ impl Store for HashStore {
 
     fn append(&self, key: &str, value: &[u8]) -> Result<()> {
         let mut map = self.map.lock();
-        let mut new = map.get(key).cloned().unwrap_or_default();
+        let mut new = map.values.get(key).cloned().unwrap_or_default();
         new.extend_from_slice(value);
         self.store(&mut map, key, new);
         Ok(())
@@ -150,9 +166,51 @@ impl Store for HashStore {
         errors::check_multi_set(keys, values)?;
         let mut map = self.map.lock();
         for (key, value) in keys.iter().zip(values) {
-            map.insert((*key).to_owned(), value.to_vec());
+            map.values.insert((*key).to_owned(), value.to_vec());
         }
         self.changed.notify_all();
         Ok(())
+    }
+
+    fn list_keys(&self) -> Result<Vec<String>> {
+        Ok(self.map.lock().values.keys().cloned().collect())
+    }
+
+    fn queue_push(&self, key: &str, value: &[u8]) -> Result<()> {
+        let mut map = self.map.lock();
+        map.queues
+            .entry(key.to_owned())
+            .or_default()
+            .push_back(value.to_vec());
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    fn queue_pop(&self, key: &str, block: bool) -> Result<Vec<u8>> {
+        let timeout = self.timeout();
+        let at = deadline(timeout);
+        let mut map = self.map.lock();
+        loop {
+            if let Some(value) = map.queues.get_mut(key).and_then(VecDeque::pop_front) {
+                return Ok(value);
+            }
+            if !block {
+                return Err(errors::queue_empty(NAME, key));
+            }
+            let timed_out = match at {
+                Some(at) => self.changed.wait_until(&mut map, at).timed_out(),
+                None => {
+                    self.changed.wait(&mut map);
+                    false
+                }
+            };
+            if timed_out && map.queues.get(key).is_none_or(VecDeque::is_empty) {
+                return Err(errors::wait_timeout(NAME, &[key], timeout));
+            }
+        }
+    }
+
+    fn queue_len(&self, key: &str) -> Result<i64> {
+        Ok(self.map.lock().queues.get(key).map_or(0, VecDeque::len) as i64)
     }
 }

@@ -166,4 +166,48 @@ pub trait Store: Send + Sync + Debug {
             .zip(values)
             .try_for_each(|(key, value)| self.set(key, value))
     }
+
+    /// Every key that holds a value (queues are not listed), in no
+    /// particular order.
+    fn list_keys(&self) -> Result<Vec<String>>;
+
+    /// Appends `value` to the back of the queue `key`. While a queue is not
+    /// empty, its key counts as set for [`Store::check`] and
+    /// [`Store::wait`]. The provided method answers `Unsupported`.
+    fn queue_push(&self, key: &str, value: &[u8]) -> Result<()> {
+        let _ = (key, value);
+        Err(errors::no_queues("queue_push"))
+    }
+
+    /// Takes the value at the front of the queue `key`. With `block`, waits
+    /// up to the store's timeout for one (then `Timeout`); without, an empty
+    /// queue is `NotReady`. The provided method answers `Unsupported`.
+    fn queue_pop(&self, key: &str, block: bool) -> Result<Vec<u8>> {
+        let _ = (key, block);
+        Err(errors::no_queues("queue_pop"))
+    }
+
+    /// The number of values in the queue `key` (0 for a queue never
+    /// pushed to). The provided method answers `Unsupported`.
+    fn queue_len(&self, key: &str) -> Result<i64> {
+        let _ = key;
+        Err(errors::no_queues("queue_len"))
+    }
+
+    /// Counts this caller in at the barrier `key` and waits up to `timeout`
+    /// until `world_size` callers have arrived (then `Timeout`). A barrier
+    /// key serves one barrier: use a fresh key for the next.
+    ///
+    /// The provided method is torch's: `add` on `key/num_members`, the last
+    /// arrival sets `key/last_member`, everyone waits for it. `TcpStore`
+    /// does it in one request.
+    fn barrier(&self, key: &str, world_size: usize, timeout: Duration) -> Result<()> {
+        errors::check_world_size(world_size)?;
+        let last = format!("{key}/last_member");
+        let arrived = self.add(&format!("{key}/num_members"), 1)?;
+        if arrived >= world_size as i64 {
+            self.set(&last, b"1")?;
+        }
+        self.wait(&[&last], timeout)
+    }
 }

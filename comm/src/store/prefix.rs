@@ -105,4 +105,31 @@ impl Store for PrefixStore {
     fn multi_set(&self, keys: &[&str], values: &[&[u8]]) -> Result<()> {
         self.inner.multi_set(&views(&self.keys(keys)), values)
     }
+
+    /// The inner store's keys under `prefix/`, without it.
+    fn list_keys(&self) -> Result<Vec<String>> {
+        let head = self.key("");
+        Ok(self
+            .inner
+            .list_keys()?
+            .into_iter()
+            .filter_map(|k| k.strip_prefix(&head).map(str::to_owned))
+            .collect())
+    }
+
+    fn queue_push(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.inner.queue_push(&self.key(key), value)
+    }
+
+    fn queue_pop(&self, key: &str, block: bool) -> Result<Vec<u8>> {
+        self.inner.queue_pop(&self.key(key), block)
+    }
+
+    fn queue_len(&self, key: &str) -> Result<i64> {
+        self.inner.queue_len(&self.key(key))
+    }
+
+    fn barrier(&self, key: &str, world_size: usize, timeout: Duration) -> Result<()> {
+        self.inner.barrier(&self.key(key), world_size, timeout)
+    }
 }

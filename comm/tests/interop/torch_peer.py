@@ -115,12 +115,22 @@ def extended_api(store):
     expect("barrier released", arrived, [1])
 
 
-def exchange(store, extended):
+def shared_with_rust(store, queues):
+    """A queue each way and a barrier, shared with the Rust client."""
+    if queues:
+        expect("queue_pop from rust", store.queue_pop("rust/q", True), b"r1")
+        expect("queue_pop from rust", store.queue_pop("rust/q", True), b"r2")
+        store.queue_push("py/to-rust", "p1")
+    store.barrier("both/b", 2)
+
+
+def exchange(store, extended, queues):
     check_rust_side(store)
     set_python_side(store)
     wait_times_out_then_works(store)
     if extended:
         extended_api(store)
+    shared_with_rust(store, queues)
     store.set("py/done", "1")
     # A server must outlive the Rust client's last request: the Rust test
     # closes our stdin when it is done with the store.
@@ -139,10 +149,11 @@ def main():
         )
         expect("libuvBackend", store.libuvBackend, use_libuv)
         print(f"PORT {store.port}", flush=True)
-        exchange(store, extended=False)
+        # torch's legacy server has no queues.
+        exchange(store, extended=False, queues=use_libuv)
     elif cmd == "client":
         store = dist.TCPStore("127.0.0.1", int(sys.argv[2]), None, False, TIMEOUT)
-        exchange(store, extended=True)
+        exchange(store, extended=True, queues=True)
     else:
         sys.exit(f"torch_peer: unknown command {cmd}")
 

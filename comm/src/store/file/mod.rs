@@ -369,6 +369,17 @@ impl Store for FileStore {
             Ok(((), records))
         })
     }
+
+    fn list_keys(&self) -> Result<Vec<String>> {
+        self.with_file(Access::Read, |map| {
+            let keys = map
+                .keys()
+                .filter_map(|k| k.strip_prefix(USER))
+                .map(str::to_owned)
+                .collect();
+            Ok((keys, Vec::new()))
+        })
+    }
 }
 
 impl Drop for FileStore {

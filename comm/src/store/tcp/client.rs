@@ -131,7 +131,7 @@ impl TcpStore {
 
     /// Every user key in the store (keys set by torch's or our client; keys
     /// without the `/` prefix, such as `init/`, are left out as torch does).
-    pub fn list_keys(&self) -> Result<Vec<String>> {
+    fn list_keys_raw(&self) -> Result<Vec<String>> {
         self.call(|conn, reply_timeout| {
             conn.send(&Message::query(query::LIST_KEYS).into_bytes(), "LIST_KEYS")?;
             conn.read(reply_timeout, "the reply to LIST_KEYS", |f| {
@@ -257,10 +257,24 @@ fn wait_raw(
     for key in keys {
         m = m.bytes(key.as_bytes());
     }
-    conn.send(&m.into_bytes(), "WAIT")?;
-    match conn.poll_byte(timeout, "the reply to WAIT")? {
+    await_stop_waiting(conn, m, "WAIT", keys, timeout, reply_timeout)
+}
+
+/// Sends `request` (`WAIT` or `BARRIER`, on wire keys `keys`) and waits up
+/// to `timeout` for `STOP_WAITING`; on expiry cancels the wait as torch's
+/// client does.
+fn await_stop_waiting(
+    conn: &mut Conn,
+    request: Message,
+    what: &str,
+    keys: &[&str],
+    timeout: Duration,
+    reply_timeout: Duration,
+) -> Result<()> {
+    conn.send(&request.into_bytes(), what)?;
+    match conn.poll_byte(timeout, &format!("the reply to {what}"))? {
         Some(STOP_WAITING) => return Ok(()),
-        Some(other) => return Err(conn.fail(&format!("WAIT answered {other}, not STOP_WAITING"))),
+        Some(other) => return Err(conn.fail(&format!("{what} answered {other}, not STOP_WAITING"))),
         None => {}
     }
     conn.send(
@@ -403,5 +417,95 @@ impl Store for TcpStore {
             m = m.bytes(wire_key(key).as_bytes()).bytes(value);
         }
         self.call(|conn, reply_timeout| send_applied(conn, m, "MULTI_SET", reply_timeout))
+    }
+
+    /// Keys set by torch's or our client; keys without the `/` prefix, such
+    /// as `init/`, are left out as torch does.
+    fn list_keys(&self) -> Result<Vec<String>> {
+        self.list_keys_raw()
+    }
+
+    /// Needs a server with queues: ours, or torch's libuv server (torch's
+    /// legacy server drops the connection: `VendorError`).
+    fn queue_push(&self, key: &str, value: &[u8]) -> Result<()> {
+        let m = Message::query(query::QUEUE_PUSH)
+            .bytes(wire_key(key).as_bytes())
+            .bytes(value);
+        self.call(|conn, reply_timeout| send_applied(conn, m, "QUEUE_PUSH", reply_timeout))
+    }
+
+    fn queue_pop(&self, key: &str, block: bool) -> Result<Vec<u8>> {
+        let wire = wire_key(key);
+        let timeout = self.timeout();
+        let at = deadline(timeout);
+        self.call(|conn, reply_timeout| loop {
+            if block {
+                wait_raw(conn, &[&wire], remaining(at), reply_timeout).map_err(|e| {
+                    match e.kind() {
+                        // Name the whole timeout, not what was left of it.
+                        ErrorKind::Timeout => errors::wait_timeout(
+                            &format!("TCPStore at {}", conn.peer()),
+                            &[key],
+                            timeout,
+                        ),
+                        _ => e,
+                    }
+                })?;
+            }
+            let m = Message::query(query::QUEUE_POP).bytes(wire.as_bytes());
+            conn.send(&m.into_bytes(), "QUEUE_POP")?;
+            let what = format!("the reply to QUEUE_POP of queue {key:?}");
+            let value = conn.read(reply_timeout, &what, |f| match f.i64()? {
+                0 => Ok(None),
+                _ => f.blob().map(Some),
+            })?;
+            match value {
+                Some(value) => return Ok(value),
+                // Another client took it between the WAIT and the POP (or
+                // a value of that name, not a queue, answered the WAIT).
+                None if block => {
+                    if remaining(at).is_zero() {
+                        let store = format!("TCPStore at {}", conn.peer());
+                        return Err(errors::wait_timeout(&store, &[key], timeout));
+                    }
+                    std::thread::sleep(Duration::from_millis(5).min(remaining(at)));
+                }
+                None => {
+                    return Err(errors::queue_empty(
+                        &format!("TCPStore at {}", conn.peer()),
+                        key,
+                    ))
+                }
+            }
+        })
+    }
+
+    fn queue_len(&self, key: &str) -> Result<i64> {
+        let m = Message::query(query::QUEUE_LEN).bytes(wire_key(key).as_bytes());
+        self.call(|conn, reply_timeout| {
+            conn.send(&m.into_bytes(), "QUEUE_LEN")?;
+            let what = format!("the reply to QUEUE_LEN of queue {key:?}");
+            conn.read(reply_timeout, &what, |f| f.i64())
+        })
+    }
+
+    /// One `BARRIER` request, torch's: the server counts the arrivals at
+    /// the key and answers everyone once `world_size` have come.
+    fn barrier(&self, key: &str, world_size: usize, timeout: Duration) -> Result<()> {
+        errors::check_world_size(world_size)?;
+        let wire = wire_key(key);
+        let m = Message::query(query::BARRIER)
+            .bytes(wire.as_bytes())
+            .i64(i64::try_from(world_size).unwrap_or(i64::MAX));
+        self.call(|conn, reply_timeout| {
+            await_stop_waiting(conn, m, "BARRIER", &[&wire], timeout, reply_timeout)
+        })
+        .map_err(|e| match e.kind() {
+            ErrorKind::Timeout => Error::new(
+                ErrorKind::Timeout,
+                format!("barrier {key:?} of {world_size}: {}", e.message()),
+            ),
+            _ => e,
+        })
     }
 }
