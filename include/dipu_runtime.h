@@ -1160,6 +1160,104 @@ dipu_status dipu_store_num_keys(dipu_store *store, int64_t *out);
 // Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store. Thread-safe.
 dipu_status dipu_store_set_timeout(dipu_store *store, int64_t timeout_ms);
 
+// Appends `len` bytes at `value` to the value of `key` (a missing key
+// starts empty), in one step on every store.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL or
+// non-UTF-8 key, or a NULL `value` with a non-zero `len`. Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `value` NULL or valid for
+// reading `len` bytes.
+dipu_status dipu_store_append(dipu_store *store, const char *key, const void *value, size_t len);
+
+// Copies every key that holds a value (queues are not listed; for a
+// prefix store, its own keys without the prefix) into `buf` of `len`
+// bytes, each followed by a NUL, and stores the bytes needed in `*needed`
+// and the number of keys in `*count` (each when not NULL). `buf` NULL with
+// `len` 0 only asks for the sizes; keys set in between may make the second
+// call need more.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store or a `buf`
+// too small (`*needed` and `*count` still receive the sizes, `buf` is
+// untouched). Thread-safe.
+//
+// # Safety
+// `buf` must be NULL or valid for writing `len` bytes, `needed` NULL or
+// valid for writing a size_t, `count` NULL or valid for writing a size_t.
+dipu_status dipu_store_list_keys(dipu_store *store,
+                                 char *buf,
+                                 size_t len,
+                                 size_t *needed,
+                                 size_t *count);
+
+// Appends `len` bytes at `value` to the back of the queue `key`. While a
+// queue is not empty its key counts as set for dipu_store_check and
+// dipu_store_wait.
+// Errors: DIPU_STATUS_UNSUPPORTED for a file store (it has no queues, as
+// torch's has none), DIPU_STATUS_VENDOR_ERROR from a TCP server without
+// queues (torch's legacy one), DIPU_STATUS_INVALID_ARGUMENT for an unknown
+// store, a NULL or non-UTF-8 key, or a NULL `value` with a non-zero `len`.
+// Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `value` NULL or valid for
+// reading `len` bytes.
+dipu_status dipu_store_queue_push(dipu_store *store,
+                                  const char *key,
+                                  const void *value,
+                                  size_t len);
+
+// Takes the value at the front of the queue `key` and copies it into
+// `buf` of `len` bytes, its size into `*needed` (when not NULL). With
+// `block` non-zero, waits up to the store's timeout for a value; with 0,
+// an empty queue is DIPU_STATUS_NOT_READY.
+//
+// A value taken that does not fit, or taken by a size query (`buf` NULL
+// with `len` 0), is kept by this handle, never lost: the next pop of the
+// same queue through this handle returns it, without waiting. (An empty
+// value is received with any non-NULL `buf`.)
+// Errors: DIPU_STATUS_NOT_READY (empty, not blocking),
+// DIPU_STATUS_TIMEOUT (empty for the whole timeout),
+// DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL or non-UTF-8
+// key, or a `buf` shorter than the value (`*needed` receives the size),
+// and the errors of dipu_store_queue_push. Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `buf` NULL or valid for
+// writing `len` bytes, `needed` NULL or valid for writing a size_t.
+dipu_status dipu_store_queue_pop(dipu_store *store,
+                                 const char *key,
+                                 int32_t block,
+                                 void *buf,
+                                 size_t len,
+                                 size_t *needed);
+
+// Stores the number of values in the queue `key` in `*out` (0 for a queue
+// never pushed to), counting a value this handle kept for its next
+// dipu_store_queue_pop.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a NULL or
+// non-UTF-8 key or a NULL `out`, and the errors of dipu_store_queue_push.
+// Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string, `out` NULL or valid for
+// writing an int64_t.
+dipu_status dipu_store_queue_len(dipu_store *store, const char *key, int64_t *out);
+
+// Counts the caller in at the barrier `key` and waits up to `timeout_ms`
+// (positive: milliseconds; 0: the store's timeout; negative: no limit)
+// until `world_size` callers have arrived. A barrier key serves one
+// barrier: use a fresh key for the next (torch's Store::barrier).
+// Errors: DIPU_STATUS_TIMEOUT when not all arrive in time (the message
+// names the key), DIPU_STATUS_INVALID_ARGUMENT for an unknown store, a
+// NULL or non-UTF-8 key, or a `world_size` below 1. Thread-safe.
+//
+// # Safety
+// `key` must be NULL or a NUL-terminated string.
+dipu_status dipu_store_barrier(dipu_store *store,
+                               const char *key,
+                               int64_t world_size,
+                               int64_t timeout_ms);
+
 // Stores `device`'s default stream in `*out`.
 // Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
 // NULL `out`. Thread-safe.

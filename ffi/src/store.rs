@@ -21,6 +21,10 @@ pub struct dipu_store {
     pub(crate) store: Arc<dyn Store>,
     /// The server's port, for TCP stores.
     tcp_port: Option<u16>,
+    /// Values taken off a queue by dipu_store_queue_pop that did not fit
+    /// the caller's buffer, by queue: the next pop of that queue through
+    /// this handle returns them first, so none is lost.
+    pub(crate) undelivered: parking_lot::Mutex<std::collections::HashMap<String, Vec<u8>>>,
 }
 
 /// Live stores, by the address handed to C.
@@ -41,7 +45,11 @@ unsafe fn create_out(
 ) -> Result<()> {
     non_null(out, "out")?;
     let (store, tcp_port) = make()?;
-    let handle = STORES.insert(dipu_store { store, tcp_port });
+    let handle = STORES.insert(dipu_store {
+        store,
+        tcp_port,
+        undelivered: Default::default(),
+    });
     // SAFETY: forwarded caller's contract.
     unsafe { write_out(out, "out", handle) }
 }

@@ -26,6 +26,11 @@
 //!   `expected` returns `expected` unchanged: torch's behaviour.)
 //! - A timeout fails with `ErrorKind::Timeout` naming the missing keys.
 //!   `Duration::ZERO` checks once; `Duration::MAX` waits forever.
+//! - Queues live beside the values (`list_keys` and `num_keys` count values
+//!   only), but a non-empty queue counts as set for `check` and `wait`, as
+//!   on torch's server. `queue_pop` without blocking fails with `NotReady`
+//!   on an empty queue (torch's `DistQueueEmptyError`). `FileStore` has no
+//!   queues: `Unsupported`, as torch's has none.
 //!
 //! # The TCPStore wire protocol (checked against PyTorch 2.15.0 from PyPI)
 //!

@@ -1,5 +1,5 @@
 /* Host -> device -> host on pooled streams, ordered with events; stats,
- * snapshot, generators and a clean shutdown. */
+ * snapshot, generators, a store's queue and barrier, and a clean shutdown. */
 #include <stdint.h>
 #include <string.h>
 
@@ -121,6 +121,35 @@ int main(void) {
   CHECK(dipu_generator_philox_inputs(0, 4, &seed, &offset));
   EXPECT(offset == 12);
   CHECK(dipu_generator_seed(0, &seed));
+
+  /* c10d's extended store calls: append, queues, list_keys, barrier. */
+  {
+    dipu_store *st = NULL;
+    char popped[16];
+    size_t got = 0, keys_len = 0, nkeys = 0;
+    int64_t qlen = -1;
+    CHECK(dipu_store_hash_create(&st));
+    CHECK(dipu_store_append(st, "log", "ab", 2));
+    CHECK(dipu_store_append(st, "log", "c", 1));
+    CHECK(dipu_store_queue_push(st, "q", "hello", 5));
+    CHECK(dipu_store_queue_len(st, "q", &qlen));
+    EXPECT(qlen == 1);
+    /* The size first: the value stays with the handle for the next pop. */
+    CHECK(dipu_store_queue_pop(st, "q", 1, NULL, 0, &got));
+    EXPECT(got == 5);
+    CHECK(dipu_store_queue_pop(st, "q", 1, popped, sizeof popped, &got));
+    EXPECT(got == 5 && memcmp(popped, "hello", 5) == 0);
+    EXPECT(dipu_store_queue_pop(st, "q", 0, popped, sizeof popped, &got) ==
+           DIPU_STATUS_NOT_READY);
+    CHECK(dipu_store_list_keys(st, NULL, 0, &keys_len, &nkeys));
+    EXPECT(nkeys == 1 && keys_len == 4);
+    CHECK(dipu_store_list_keys(st, popped, sizeof popped, &keys_len, &nkeys));
+    EXPECT(strcmp(popped, "log") == 0);
+    CHECK(dipu_store_get(st, "log", popped, sizeof popped, &got));
+    EXPECT(got == 3 && memcmp(popped, "abc", 3) == 0);
+    CHECK(dipu_store_barrier(st, "start", 1, 0));
+    CHECK(dipu_store_destroy(st));
+  }
 
   CHECK(dipu_event_destroy(copied));
   CHECK(dipu_event_destroy(t0));
