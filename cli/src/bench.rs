@@ -15,6 +15,8 @@ use crate::Failure;
 
 #[path = "bench_comm.rs"]
 mod bench_comm;
+#[path = "bench_store.rs"]
+mod bench_store;
 
 /// What `dipu bench` measures.
 #[derive(Debug, Subcommand)]
@@ -32,6 +34,10 @@ pub(crate) enum BenchCommand {
     /// All-reduce (f32 sum) bus bandwidth of the host vendor's collectives,
     /// the ranks being processes, beside single-thread memcpy bandwidth.
     Comm(bench_comm::CommArgs),
+    /// How fast a TCPStore server serves many clients at once (connect,
+    /// set+get+add cycles, a barrier): ours, or any server that speaks
+    /// torch's protocol (`--server HOST:PORT`).
+    Store(bench_store::StoreArgs),
 }
 
 /// Runs the benchmark `what` names.
@@ -39,6 +45,7 @@ pub(crate) fn run(what: &BenchCommand) -> Result<(), Failure> {
     match *what {
         BenchCommand::Alloc { iterations } => alloc(iterations).map_err(Failure::from),
         BenchCommand::Comm(ref args) => bench_comm::run(args).map_err(Failure::from),
+        BenchCommand::Store(ref args) => bench_store::run(args).map_err(Failure::from),
     }
 }
 

@@ -8,6 +8,7 @@
 //! dipu replay   TRACE [--algo TORCH|BF|BS|RAW] [--conf DIPU_ALLOC_CONF] [--streams N] [--all]
 //! dipu bench alloc [--iterations N]
 //! dipu bench comm  [--ranks N] [--sizes MIB,...] [--iterations N]
+//! dipu bench store [--clients N] [--cycles N] [--server HOST:PORT]
 //! ```
 //!
 //! `info` and `selftest` use the vendor `--vendor`, else `DIPU_VENDOR`,

@@ -72,6 +72,14 @@ impl TcpStoreServer {
         let addr = listener
             .local_addr()
             .map_err(|e| errors::io("TCPStore server: reading the bound address", &e))?;
+        // The standard library listens with a queue of 128: when more ranks
+        // than that connect at once, the kernel drops their SYNs and each
+        // retries a second later. Listen again with the system's largest
+        // queue, as torch's server does.
+        let most = nix::sys::socket::Backlog::MAXALLOWABLE;
+        if let Err(e) = nix::sys::socket::listen(&listener, most) {
+            tracing::warn!(%addr, "TCPStore server: the listen queue stays at 128: {e}");
+        }
         let shared = Arc::new(Shared::default());
         let acceptor = {
             let shared = Arc::clone(&shared);
