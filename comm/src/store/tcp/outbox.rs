@@ -6,9 +6,17 @@
 //! awaited key) are queued while the store's lock is held, so they reach the
 //! client in the order the store decided them; a client that stops reading
 //! holds up only its own writer thread.
+//!
+//! When nothing is queued or being written, a push first tries to send at
+//! once without blocking (a small reply fits the socket's buffer): the
+//! client gets its answer without a hand-off to the writer thread, and a
+//! barrier of many clients wakes no threads. What does not fit is queued.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+
+use nix::sys::socket::{send, MsgFlags};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -29,6 +37,9 @@ pub(super) struct Outbox {
 struct Queue {
     bytes: Vec<u8>,
     closed: bool,
+    /// The writer took bytes out and is sending them: a push must queue
+    /// behind them.
+    writing: bool,
 }
 
 impl Outbox {
@@ -48,6 +59,17 @@ impl Outbox {
         if q.closed {
             return;
         }
+        let bytes = if q.bytes.is_empty() && !q.writing {
+            match self.send_now(bytes) {
+                Some(rest) => rest,
+                None => return,
+            }
+        } else {
+            bytes
+        };
+        if bytes.is_empty() {
+            return;
+        }
         if q.bytes.len() + bytes.len() > MAX_QUEUED {
             tracing::warn!(
                 peer = ?self.socket.peer_addr().ok(),
@@ -60,6 +82,28 @@ impl Outbox {
             q.bytes.extend_from_slice(bytes);
         }
         self.ready.notify_one();
+    }
+
+    /// Sends what the socket takes now without blocking; returns the rest
+    /// (empty when all went), or `None` when the socket failed (the reader
+    /// then finds the connection shut down and ends it).
+    fn send_now<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        let mut sent = 0;
+        while sent < bytes.len() {
+            match send(self.socket.as_raw_fd(), &bytes[sent..], flags) {
+                Ok(n) => sent += n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(e) => {
+                    let peer = self.socket.peer_addr().ok();
+                    tracing::debug!(?peer, "TCPStore server: send failed: {e}");
+                    let _ = self.socket.shutdown(Shutdown::Both);
+                    return None;
+                }
+            }
+        }
+        Some(&bytes[sent..])
     }
 
     /// No more bytes will be queued: the writer sends what is queued, then
@@ -82,9 +126,12 @@ impl Outbox {
                 if q.bytes.is_empty() {
                     return;
                 }
+                q.writing = true;
                 std::mem::take(&mut q.bytes)
             };
-            if let Err(e) = socket.write_all(&bytes) {
+            let written = socket.write_all(&bytes);
+            self.queue.lock().writing = false;
+            if let Err(e) = written {
                 tracing::debug!(peer = ?socket.peer_addr().ok(), "TCPStore server: send failed: {e}");
                 let mut q = self.queue.lock();
                 q.closed = true;
