@@ -13,21 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for arg in "$@"; do
-  case $arg in
-  -h | --help)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-    ;;
-  esac
-done
-
-echo "== machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -n1)" >&2
-echo "== building dipu (release)" >&2
-cargo build --release --quiet -p dipu-cli
-dipu="${CARGO_TARGET_DIR:-target}/release/dipu"
-echo "== installing PyTorch (scripts/torch-env.sh)" >&2
-python=$(scripts/torch-env.sh)
+# shellcheck source=scripts/bench-setup.sh
+source scripts/bench-setup.sh "$@"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

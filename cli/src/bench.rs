@@ -59,7 +59,6 @@ const ROUNDS: u32 = 5;
 /// the caching allocators' granularity is at least this).
 const SYSTEM_ALIGN: usize = 256;
 
-/// `dipu bench alloc`.
 /// A ratio with at least two decimals and three significant digits, so a
 /// small one (a system pair slowed by `mmap`) does not print as 0.00.
 fn ratio_text(ratio: f64) -> String {
@@ -71,6 +70,7 @@ fn ratio_text(ratio: f64) -> String {
     format!("{ratio:.decimals$}")
 }
 
+/// `dipu bench alloc`.
 fn alloc(iterations: u32) -> Result<()> {
     let started = Instant::now();
     crate::outln!(

@@ -168,13 +168,12 @@ fn run_all(
 
 /// One row of the `--all` table for a model of another allocator (no times).
 fn model_row(label: &str, peak_requested: usize, r: &ModelReport) -> String {
-    let (segments, mallocs) = (r.segments, r.vendor_mallocs);
     table_row(
         label,
         peak_requested,
         r.peak_reserved,
-        segments,
-        mallocs,
+        r.segments,
+        r.vendor_mallocs,
         &"-",
         &"-",
     )
@@ -182,16 +181,14 @@ fn model_row(label: &str, peak_requested: usize, r: &ModelReport) -> String {
 
 /// One row of the `--all` table.
 fn row(label: &str, r: &ReplayReport) -> String {
-    let (alloc_ns, free_ns) = (r.allocate_time.as_nanos(), r.free_time.as_nanos());
-    let (segments, mallocs) = (r.segments, r.vendor_mallocs);
     table_row(
         label,
         r.peak_requested,
         r.peak_reserved,
-        segments,
-        mallocs,
-        &alloc_ns,
-        &free_ns,
+        r.segments,
+        r.vendor_mallocs,
+        &r.allocate_time.as_nanos(),
+        &r.free_time.as_nanos(),
     )
 }
 

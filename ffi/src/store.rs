@@ -54,6 +54,27 @@ unsafe fn create_out(
     unsafe { write_out(out, "out", handle) }
 }
 
+/// Runs `op` on the store, key and value of a C call that writes one value
+/// (set, append, queue push), checking each argument first.
+///
+/// # Safety
+/// `key` must be NULL or a NUL-terminated string, `value` NULL or valid for
+/// reading `len` bytes.
+pub(crate) unsafe fn with_key_value(
+    store: *const dipu_store,
+    key: *const c_char,
+    value: *const c_void,
+    len: usize,
+    op: impl FnOnce(&dyn Store, &str, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let s = lookup(store)?;
+    // SAFETY: forwarded caller's contract.
+    let key = unsafe { c_str(key, "key") }?;
+    // SAFETY: forwarded caller's contract.
+    let value = unsafe { bytes(value, len, "value") }?;
+    op(&*s.store, key, value)
+}
+
 /// A world size given as a count, 0 meaning unknown.
 fn world(n: usize) -> Option<usize> {
     (n != 0).then_some(n)
@@ -252,12 +273,8 @@ pub unsafe extern "C" fn dipu_store_set(
     len: usize,
 ) -> dipu_status {
     ffi_boundary!("dipu_store_set", {
-        let s = lookup(store)?;
         // SAFETY: forwarded caller's contract.
-        let key = unsafe { c_str(key, "key") }?;
-        // SAFETY: forwarded caller's contract.
-        let value = unsafe { bytes(value, len, "value") }?;
-        s.store.set(key, value)
+        unsafe { with_key_value(store, key, value, len, |s, k, v| s.set(k, v)) }
     })
 }
 

@@ -4,9 +4,9 @@
 
 use std::ffi::{c_char, c_void};
 
-use crate::handles::{bytes, c_str, duration_ms};
+use crate::handles::{c_str, duration_ms};
 use crate::status::{dipu_status, ffi_boundary, non_null, write_buffer, write_out};
-use crate::store::{dipu_store, lookup};
+use crate::store::{dipu_store, lookup, with_key_value};
 
 /// Appends `len` bytes at `value` to the value of `key` (a missing key
 /// starts empty), in one step on every store.
@@ -24,12 +24,8 @@ pub unsafe extern "C" fn dipu_store_append(
     len: usize,
 ) -> dipu_status {
     ffi_boundary!("dipu_store_append", {
-        let s = lookup(store)?;
         // SAFETY: forwarded caller's contract.
-        let key = unsafe { c_str(key, "key") }?;
-        // SAFETY: forwarded caller's contract.
-        let value = unsafe { bytes(value, len, "value") }?;
-        s.store.append(key, value)
+        unsafe { with_key_value(store, key, value, len, |s, k, v| s.append(k, v)) }
     })
 }
 
@@ -90,12 +86,8 @@ pub unsafe extern "C" fn dipu_store_queue_push(
     len: usize,
 ) -> dipu_status {
     ffi_boundary!("dipu_store_queue_push", {
-        let s = lookup(store)?;
         // SAFETY: forwarded caller's contract.
-        let key = unsafe { c_str(key, "key") }?;
-        // SAFETY: forwarded caller's contract.
-        let value = unsafe { bytes(value, len, "value") }?;
-        s.store.queue_push(key, value)
+        unsafe { with_key_value(store, key, value, len, |s, k, v| s.queue_push(k, v)) }
     })
 }
 

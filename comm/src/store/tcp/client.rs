@@ -129,25 +129,6 @@ impl TcpStore {
         self.server.as_deref()
     }
 
-    /// Every user key in the store (keys set by torch's or our client; keys
-    /// without the `/` prefix, such as `init/`, are left out as torch does).
-    fn list_keys_raw(&self) -> Result<Vec<String>> {
-        self.call(|conn, reply_timeout| {
-            conn.send(&Message::query(query::LIST_KEYS).into_bytes(), "LIST_KEYS")?;
-            conn.read(reply_timeout, "the reply to LIST_KEYS", |f| {
-                let n = f.i64()?;
-                let mut keys = Vec::new();
-                for _ in 0..n.max(0) {
-                    let key = f.blob()?;
-                    if let Some(user) = key.strip_prefix(KEY_PREFIX.as_bytes()) {
-                        keys.push(String::from_utf8_lossy(user).into_owned());
-                    }
-                }
-                Ok(keys)
-            })
-        })
-    }
-
     /// Runs `op` on the connection (made anew if an earlier call broke it)
     /// with the timeout for plain replies.
     fn call<T>(&self, op: impl FnOnce(&mut Conn, Duration) -> Result<T>) -> Result<T> {
@@ -422,7 +403,20 @@ impl Store for TcpStore {
     /// Keys set by torch's or our client; keys without the `/` prefix, such
     /// as `init/`, are left out as torch does.
     fn list_keys(&self) -> Result<Vec<String>> {
-        self.list_keys_raw()
+        self.call(|conn, reply_timeout| {
+            conn.send(&Message::query(query::LIST_KEYS).into_bytes(), "LIST_KEYS")?;
+            conn.read(reply_timeout, "the reply to LIST_KEYS", |f| {
+                let n = f.i64()?;
+                let mut keys = Vec::new();
+                for _ in 0..n.max(0) {
+                    let key = f.blob()?;
+                    if let Some(user) = key.strip_prefix(KEY_PREFIX.as_bytes()) {
+                        keys.push(String::from_utf8_lossy(user).into_owned());
+                    }
+                }
+                Ok(keys)
+            })
+        })
     }
 
     /// Needs a server with queues: ours, or torch's libuv server (torch's
