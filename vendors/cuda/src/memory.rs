@@ -99,6 +99,26 @@ impl CudaVendor {
         };
         self.rt.check(code, || {
             format!("cudaMemset({ptr:p}, {value}, {bytes} bytes)")
+        })?;
+        if stream.is_none() {
+            self.finish_legacy("cudaMemset")?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the legacy default stream, where `cudaMemset`,
+    /// `cudaMemcpy` and `cudaMemcpyPeer` put their work: they may return
+    /// before it is done ("this function is asynchronous with respect to the
+    /// host unless devPtr refers to pinned host memory"; device-to-device
+    /// `cudaMemcpy`: "no host-side synchronization is performed"; pageable
+    /// host-to-device `cudaMemcpy` returns once the data is staged), and
+    /// our created streams are non-blocking, so they would not wait for it.
+    /// The trait's synchronous calls are complete when they return.
+    fn finish_legacy(&self, after: &str) -> Result<()> {
+        // SAFETY: the legacy default stream (null) always exists.
+        let code = unsafe { (self.rt.cudaStreamSynchronize()?)(std::ptr::null_mut()) };
+        self.rt.check(code, || {
+            format!("cudaStreamSynchronize(NULL) after {after}")
         })
     }
 
@@ -144,7 +164,11 @@ impl CudaVendor {
                 "cudaMemcpy"
             };
             format!("{call}({dst:p}, {src:p}, {bytes} bytes, {kind:?})")
-        })
+        })?;
+        if stream.is_none() {
+            self.finish_legacy("cudaMemcpy")?;
+        }
+        Ok(())
     }
 
     /// `cudaMemcpyPeer` / `cudaMemcpyPeerAsync` (with a stream).
@@ -173,6 +197,10 @@ impl CudaVendor {
         };
         self.rt.check(code, || {
             format!("cudaMemcpyPeer(device {dst_device} {dst:p} <- device {src_device} {src:p}, {bytes} bytes)")
-        })
+        })?;
+        if stream.is_none() {
+            self.finish_legacy("cudaMemcpyPeer")?;
+        }
+        Ok(())
     }
 }
