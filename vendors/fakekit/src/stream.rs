@@ -18,19 +18,38 @@ struct Progress {
     cv: Condvar,
 }
 
+/// How a worker takes jobs: its thread is started by the first job (so a
+/// process that never queued work has no thread to lose in a fork).
+#[derive(Debug)]
+enum Intake {
+    NotStarted { name: String, latency: Duration },
+    Running(Sender<Job>),
+    Closed,
+}
+
 /// A queue run by its own thread, in submission order.
 #[derive(Debug)]
 pub struct Worker {
-    tx: Mutex<Option<Sender<Job>>>,
+    intake: Mutex<Intake>,
     progress: Arc<Progress>,
 }
 
 impl Worker {
-    /// A worker thread named `name`, waiting `latency` before each job.
+    /// A worker named `name` whose thread (started by the first job)
+    /// waits `latency` before each job.
     pub fn new(name: &str, latency: Duration) -> Self {
+        Worker {
+            intake: Mutex::new(Intake::NotStarted {
+                name: name.to_owned(),
+                latency,
+            }),
+            progress: Arc::new(Progress::default()),
+        }
+    }
+
+    fn start(name: &str, latency: Duration, progress: &Arc<Progress>) -> Sender<Job> {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let progress = Arc::new(Progress::default());
-        let p = Arc::clone(&progress);
+        let p = Arc::clone(progress);
         std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {
@@ -44,19 +63,21 @@ impl Worker {
                 }
             })
             .expect("spawn a fake stream thread");
-        Worker {
-            tx: Mutex::new(Some(tx)),
-            progress,
-        }
+        tx
     }
 
-    /// Queues `job`; its ticket, which [`Worker::wait`] takes.
+    /// Queues `job`; its ticket, which [`Worker::wait`] takes. A closed
+    /// worker drops the job and counts it done.
     pub fn submit(&self, job: Job) -> u64 {
-        let tx = self.tx.lock();
+        let mut intake = self.intake.lock();
+        if let Intake::NotStarted { name, latency } = &*intake {
+            *intake = Intake::Running(Self::start(name, *latency, &self.progress));
+        }
         let mut counts = self.progress.counts.lock();
         counts.0 += 1;
-        if let Some(tx) = tx.as_ref() {
-            let _ = tx.send(job);
+        match &*intake {
+            Intake::Running(tx) if tx.send(job).is_ok() => {}
+            _ => counts.1 += 1,
         }
         counts.0
     }
@@ -93,7 +114,7 @@ impl Worker {
 
     /// Stops taking work; the thread ends once what is queued has run.
     pub fn close(&self) {
-        self.tx.lock().take();
+        *self.intake.lock() = Intake::Closed;
     }
 }
 

@@ -437,7 +437,7 @@ exports! {
             };
             // SAFETY: an out-pointer from the caller.
             unsafe {
-                put(attributes, PointerAttributes { type_, device, device_pointer: dp, host_pointer: hp })
+                put(attributes, PointerAttributes { type_, device, device_pointer: dp, host_pointer: hp, reserved: [0; 8] })
             }
         })
     }

@@ -67,6 +67,8 @@ pub struct PointerAttributes {
     pub device_pointer: *mut c_void,
     /// `void *hostPointer`.
     pub host_pointer: *mut c_void,
+    /// The union and `long reserved[7]` (left as they are).
+    pub reserved: [std::ffi::c_long; 8],
 }
 
 /// `CUmemLocation`.
