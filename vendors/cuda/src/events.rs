@@ -15,6 +15,7 @@ impl CudaVendor {
     /// `cudaEventCreateWithFlags`: `cudaEventDefault` for a timing event,
     /// `cudaEventDisableTiming` otherwise.
     pub(crate) fn create_event(&self, timing: bool) -> Result<EventHandle> {
+        self.initialised()?;
         let flags = if timing {
             cudaEventDefault
         } else {

@@ -108,8 +108,9 @@ impl CudaVendor {
         }
         Err(match (driver_init, &self.driver) {
             (Some(Err(init)), Some(driver)) => e.context(format!(
-                "the NVIDIA driver ({}) was found but {init}",
-                driver.path().display()
+                "the NVIDIA driver ({}) was found but {}",
+                driver.path().display(),
+                init.message()
             )),
             (_, None) => e.context(
                 "the NVIDIA driver (libcuda.so.1) was not found, so this machine has no usable \

@@ -28,6 +28,7 @@ impl CudaVendor {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
+        self.initialised()?;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         let code = unsafe { (self.rt.cudaMalloc()?)(&mut ptr, bytes) };
@@ -58,6 +59,7 @@ impl CudaVendor {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
+        self.initialised()?;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         let code = unsafe { (self.rt.cudaMallocHost()?)(&mut ptr, bytes) };

@@ -25,6 +25,7 @@ impl CudaVendor {
 
     /// A non-blocking stream of `priority` (clamped into the range).
     pub(crate) fn create_stream(&self, priority: i32) -> Result<StreamHandle> {
+        self.initialised()?;
         let priority = self.priorities()?.clamp(priority);
         let mut stream = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.

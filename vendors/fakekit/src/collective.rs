@@ -109,20 +109,31 @@ impl Comm {
     /// Marks this party done with meeting `key` and blocks until every
     /// party is (so no buffer is reused while another party reads it).
     pub fn finish(&self, key: Key, parties: usize) -> Result<(), Aborted> {
-        let mut s = self.state.lock();
-        if let Some(m) = s.meetings.get_mut(&key) {
+        self.leave(key);
+        self.await_left(key, parties)
+    }
+
+    /// Marks this party done with meeting `key`, without waiting (a thread
+    /// that is several parties of it, as a rank sending to itself, marks
+    /// each before waiting).
+    pub fn leave(&self, key: Key) {
+        if let Some(m) = self.state.lock().meetings.get_mut(&key) {
             m.finished += 1;
         }
         self.cv.notify_all();
+    }
+
+    /// Blocks until every party has left meeting `key`.
+    pub fn await_left(&self, key: Key, parties: usize) -> Result<(), Aborted> {
+        let mut s = self.state.lock();
         loop {
             if self.aborted.load(Ordering::Acquire) {
                 return Err(Aborted);
             }
-            match s.meetings.get(&key) {
+            match s.meetings.get_mut(&key) {
                 Some(m) if m.finished >= parties => {
-                    // The last to see it complete removes it; finished
-                    // counts past `parties` only as parties leave.
-                    let m = s.meetings.get_mut(&key).expect("just seen");
+                    // Counting past `parties` as each party sees it: the
+                    // last one to see it removes the meeting.
                     m.finished += 1;
                     if m.finished == 2 * parties {
                         s.meetings.remove(&key);

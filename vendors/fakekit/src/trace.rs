@@ -32,11 +32,29 @@ fn file() -> Option<&'static Mutex<File>> {
 /// if one is asked for. The arguments are formatted only then.
 pub fn call(name: &str, args: impl FnOnce() -> String) {
     if let Some(file) = file() {
-        let thread = std::thread::current();
-        let who = thread
-            .name()
-            .map_or_else(|| format!("{:?}", thread.id()), str::to_owned);
+        let who = os_thread_name();
         let line = format!("{name} {} [{who}]\n", args());
         let _ = file.lock().write_all(line.as_bytes());
+    }
+}
+
+/// The calling thread's name as the system knows it (the caller's Rust
+/// runtime is not this library's, so `std::thread::current()` would not
+/// know it), or its thread id.
+fn os_thread_name() -> String {
+    let mut buf = [0 as libc::c_char; 64];
+    // SAFETY: the buffer is writable for its length, which we pass.
+    let ok =
+        unsafe { libc::pthread_getname_np(libc::pthread_self(), buf.as_mut_ptr(), buf.len()) } == 0;
+    let name = ok.then(|| {
+        // SAFETY: on success the name is NUL-terminated within the buffer.
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    });
+    match name {
+        Some(n) if !n.is_empty() => n,
+        // SAFETY: gettid has no preconditions.
+        _ => format!("tid {}", unsafe { libc::gettid() }),
     }
 }

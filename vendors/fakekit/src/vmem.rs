@@ -181,7 +181,7 @@ impl Space {
             .reservations
             .range(..=ptr)
             .next_back()
-            .is_some_and(|(&start, &size)| ptr + len <= start + size)
+            .is_some_and(|(&start, &size)| ptr.saturating_add(len) <= start + size)
     }
 
     /// Maps `size` bytes of chunk `handle` from `offset` at `ptr` (inside a
@@ -323,7 +323,7 @@ impl Space {
             return None;
         }
         let mut at = ptr;
-        let end = ptr + len.max(1);
+        let end = ptr.saturating_add(len.max(1));
         while at < end {
             let Some((&start, m)) = inner.mappings.range(..=at).next_back() else {
                 return Some(false);

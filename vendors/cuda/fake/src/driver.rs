@@ -276,7 +276,7 @@ exports! {
             if size == 0 || size % GRANULARITY != 0 || flags != 0 {
                 return Err(CUDA_ERROR_INVALID_VALUE);
             }
-            if f.cfg.faults.oom() || f.used(d) + size as u64 > f.cfg.memory {
+            if f.cfg.faults.oom() || f.used(d).saturating_add(size as u64) > f.cfg.memory {
                 return Err(CUDA_ERROR_OUT_OF_MEMORY);
             }
             let h = f.vm.create(size, d).map_err(vm_code)?;

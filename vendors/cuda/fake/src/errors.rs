@@ -26,6 +26,8 @@ pub(crate) const cudaErrorNotReady: cudaError_t = 600;
 pub(crate) const cudaErrorIllegalAddress: cudaError_t = 700;
 /// `cudaErrorPeerAccessAlreadyEnabled`.
 pub(crate) const cudaErrorPeerAccessAlreadyEnabled: cudaError_t = 704;
+/// `cudaErrorUnknown`.
+pub(crate) const cudaErrorUnknown: cudaError_t = 999;
 /// `cudaErrorNotPermitted`.
 pub(crate) const cudaErrorNotPermitted: cudaError_t = 800;
 
@@ -72,6 +74,11 @@ const RUNTIME: &[(cudaError_t, &str, &str)] = &[
         "cudaErrorInsufficientDriver\0",
         "CUDA driver version is insufficient for CUDA runtime version\0",
     ),
+    (
+        100,
+        "cudaErrorNoDevice\0",
+        "no CUDA-capable device is detected\0",
+    ),
     (101, "cudaErrorInvalidDevice\0", "invalid device ordinal\0"),
     (
         400,
@@ -90,6 +97,7 @@ const RUNTIME: &[(cudaError_t, &str, &str)] = &[
         "peer access is already enabled\0",
     ),
     (800, "cudaErrorNotPermitted\0", "operation not permitted\0"),
+    (999, "cudaErrorUnknown\0", "unknown error\0"),
 ];
 
 /// (code, `cuGetErrorName`, `cuGetErrorString`) of the driver.
@@ -98,6 +106,11 @@ const DRIVER: &[(CUresult, &str, &str)] = &[
     (1, "CUDA_ERROR_INVALID_VALUE\0", "invalid argument\0"),
     (2, "CUDA_ERROR_OUT_OF_MEMORY\0", "out of memory\0"),
     (3, "CUDA_ERROR_NOT_INITIALIZED\0", "initialization error\0"),
+    (
+        100,
+        "CUDA_ERROR_NO_DEVICE\0",
+        "no CUDA-capable device is detected\0",
+    ),
     (
         101,
         "CUDA_ERROR_INVALID_DEVICE\0",

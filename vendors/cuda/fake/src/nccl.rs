@@ -29,8 +29,10 @@ struct Rank {
     rank: usize,
     /// Collectives launched so far (every rank launches them in one order).
     seq: AtomicU64,
-    /// Sends to / receives from each peer so far: (src, dst) -> count.
-    p2p: Mutex<HashMap<(usize, usize), u64>>,
+    /// Sends and receives so far: (src, dst, is a receive) -> count (a
+    /// sender's count of sends to a peer matches that peer's count of
+    /// receives from it).
+    p2p: Mutex<HashMap<(usize, usize, bool), u64>>,
     /// The asynchronous error.
     error: AtomicI32,
     /// Set while a call uses it: a second thread at once is refused.
@@ -140,7 +142,10 @@ fn execute(launches: Vec<Launch>) {
         results.push(out);
     }
     for l in &launches {
-        if l.rank.comm.finish(l.key, l.parties).is_err() {
+        l.rank.comm.leave(l.key);
+    }
+    for l in &launches {
+        if l.rank.comm.await_left(l.key, l.parties).is_err() {
             l.rank.error.store(ncclRemoteError, Ordering::Release);
         }
     }
@@ -246,7 +251,9 @@ fn launch(
                     (peer, rank.rank)
                 };
                 let mut p2p = rank.p2p.lock();
-                let n = p2p.entry(pair).or_insert(0);
+                let n = p2p
+                    .entry((pair.0, pair.1, matches!(op, Op::Recv)))
+                    .or_insert(0);
                 *n += 1;
                 (
                     (1 + (pair.0 * 65536 + pair.1) as u64, *n),

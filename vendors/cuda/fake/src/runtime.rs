@@ -31,7 +31,7 @@ unsafe fn put<T>(out: *mut T, value: T) -> Result<(), i32> {
 
 fn allocate(f: &Fake, bytes: usize, device: Option<i32>) -> Result<usize, i32> {
     if let Some(d) = device {
-        if f.cfg.faults.oom() || f.used(d) + bytes as u64 > f.cfg.memory {
+        if f.cfg.faults.oom() || f.used(d).saturating_add(bytes as u64) > f.cfg.memory {
             return Err(cudaErrorMemoryAllocation);
         }
     } else if f.cfg.faults.oom() {

@@ -181,7 +181,11 @@ pub(crate) fn rt(
     trace::call(name, args);
     let code = match rt_guard(name) {
         Err(code) => code,
-        Ok(f) => body(f).err().unwrap_or(cudaSuccess),
+        // A bug of the fake is cudaErrorUnknown, never an unwind into C.
+        Ok(f) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(f)))
+            .unwrap_or(Err(cudaErrorUnknown))
+            .err()
+            .unwrap_or(cudaSuccess),
     };
     if code != cudaSuccess {
         LAST_ERROR.with(|e| e.set(code));
@@ -308,10 +312,10 @@ impl Fake {
         let inside = |m: &BTreeMap<usize, usize>| {
             m.range(..=ptr)
                 .next_back()
-                .is_some_and(|(&s, &n)| ptr + len <= s + n)
+                .is_some_and(|(&s, &n)| ptr.saturating_add(len) <= s + n)
         };
         if let Some((&s, &(n, d))) = self.device_mem.lock().range(..=ptr).next_back() {
-            if ptr + len <= s + n {
+            if ptr.saturating_add(len) <= s + n {
                 return Mem::Device(d);
             }
         }
