@@ -205,6 +205,10 @@ pub trait DeviceApi: Send + Sync + 'static {
 
     /// Runs `callback` on a host thread after all earlier work on `stream`;
     /// later work on `stream` waits for it. It must not call the vendor.
+    /// Host functions of different streams may run on one and the same
+    /// thread, one after another (CUDA: they "execute in undefined order and
+    /// may be serialized"), so a callback must not wait for another stream's
+    /// callback.
     ///
     /// # Safety
     /// See the trait's safety section.
@@ -266,7 +270,9 @@ pub trait DeviceApi: Send + Sync + 'static {
     }
 
     /// Joins communicator `unique_id` as `rank` of `world_size` on the
-    /// current device (collective: every rank must call it).
+    /// current device (collective: every rank must call it). A communicator
+    /// must not be used by two threads at once (NCCL, HCCL and CNCL do not
+    /// allow it); callers serialise its use.
     fn comm_init_rank(&self, world_size: i32, unique_id: &[u8], rank: i32) -> Result<CommHandle> {
         let _ = (world_size, unique_id, rank);
         Err(Error::unsupported(self.name(), "collectives"))

@@ -37,8 +37,10 @@ fn call(
     body(f).err().unwrap_or(CUDA_SUCCESS)
 }
 
-/// "... the calling thread must have a current context" for the
-/// virtual-memory calls: `CUDA_ERROR_INVALID_CONTEXT` otherwise.
+/// The driver API acts on the calling thread's current context; the
+/// virtual-memory calls refuse a thread without one with
+/// `CUDA_ERROR_INVALID_CONTEXT` (the fake's choice of strictness: the
+/// documentation lists that code among their returns).
 fn need_context() -> Result<(), CUresult> {
     if current_context() == 0 {
         Err(CUDA_ERROR_INVALID_CONTEXT)

@@ -352,8 +352,7 @@ exports! {
         })
     }
 
-    /// "ncclCommInitRank ... is a collective call": blocks until every rank
-    /// has joined (for ever if one never does).
+    /// Blocks until every rank has joined (for ever if one never does).
     fn ncclCommInitRank(comm: *mut ncclComm_t, nranks: c_int, commId: ncclUniqueId, rank: c_int) -> ncclResult_t {
         run("ncclCommInitRank", || format!("{nranks} {rank}"), || {
             // SAFETY: the caller's out-pointer.
@@ -362,9 +361,8 @@ exports! {
     }
 
     /// As `ncclCommInitRank`; with `config->blocking = 0` it returns
-    /// `ncclInProgress` at once ("When a communicator is created in
-    /// non-blocking mode ... the function may return ncclInProgress"), and
-    /// `ncclCommGetAsyncError` says when it is ready.
+    /// `ncclInProgress` at once and `ncclCommGetAsyncError` says when it is
+    /// ready (NCCL's non-blocking communicators).
     fn ncclCommInitRankConfig(
         comm: *mut ncclComm_t,
         nranks: c_int,
@@ -395,8 +393,9 @@ exports! {
         })
     }
 
-    /// "Frees resources ... and aborts any uncompleted operations": every
-    /// rank still waiting on the communicator stops.
+    /// "Frees resources associated with communicator object and aborts any
+    /// operations that might still be running on the device.": every rank
+    /// still waiting on the communicator stops.
     fn ncclCommAbort(comm: ncclComm_t) -> ncclResult_t {
         run("ncclCommAbort", || format!("{comm:p}"), || {
             let r = RANKS.remove(comm as usize).ok_or_else(|| invalid(format!("ncclCommAbort: {comm:p} is not live")))?;
@@ -531,7 +530,8 @@ exports! {
         })
     }
 
-    /// "Start a group call. All calls to NCCL until ncclGroupEnd will be fused."
+    /// "Start a group call. All calls to NCCL until ncclGroupEnd will be
+    /// fused into a single NCCL operation."
     fn ncclGroupStart() -> ncclResult_t {
         run("ncclGroupStart", String::new, || {
             GROUP.with(|g| g.borrow_mut().0 += 1);
@@ -539,8 +539,8 @@ exports! {
         })
     }
 
-    /// "End a group call": the fused operations are queued, one piece of
-    /// work per stream.
+    /// "End a group call. Start a fused NCCL operation consisting of all
+    /// calls since ncclGroupStart.": queued as one piece of work per stream.
     fn ncclGroupEnd() -> ncclResult_t {
         run("ncclGroupEnd", String::new, || {
             let launches = GROUP.with(|g| {

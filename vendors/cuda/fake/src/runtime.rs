@@ -144,7 +144,7 @@ exports! {
         last_error(true)
     }
 
-    /// "Returns the last error ... Note that this call does not reset the error."
+    /// "This call does not reset the error to cudaSuccess like cudaGetLastError()."
     fn cudaPeekAtLastError() -> cudaError_t {
         last_error(false)
     }
@@ -171,8 +171,8 @@ exports! {
         })
     }
 
-    /// "Sets device as the current device for the calling host thread" and
-    /// makes its primary context current.
+    /// "Sets device as the current device for the calling host thread.",
+    /// and makes its primary context current.
     fn cudaSetDevice(device: c_int) -> cudaError_t {
         rt("cudaSetDevice", || device.to_string(), |f| {
             if !f.valid(device) {
@@ -254,8 +254,8 @@ exports! {
         })
     }
 
-    /// "If devPtr is 0, no operation is performed"; an unknown or interior
-    /// pointer is cudaErrorInvalidValue. Waits for the device first.
+    /// Null is a no-op; an unknown or interior pointer is
+    /// cudaErrorInvalidValue. Waits for the device's queued work first.
     fn cudaFree(devPtr: *mut c_void) -> cudaError_t {
         rt("cudaFree", || format!("{devPtr:p}"), |f| {
             if devPtr.is_null() {
@@ -453,8 +453,9 @@ exports! {
         })
     }
 
-    /// "Enables direct access to memory allocations on a peer device" for
-    /// the current device; twice is cudaErrorPeerAccessAlreadyEnabled.
+    /// "On success, all allocations from peerDevice will immediately be
+    /// accessible by the current device."; twice is
+    /// cudaErrorPeerAccessAlreadyEnabled.
     fn cudaDeviceEnablePeerAccess(peerDevice: c_int, flags: c_uint) -> cudaError_t {
         rt("cudaDeviceEnablePeerAccess", || format!("{peerDevice} {flags}"), |f| {
             let d = current_device();
@@ -544,7 +545,7 @@ exports! {
     }
 
     /// "Makes all future work submitted to stream wait for all work
-    /// captured in event" (the record made last before this call).
+    /// captured in event." (the record made last before this call).
     fn cudaStreamWaitEvent(stream: cudaStream_t, event: cudaEvent_t, flags: c_uint) -> cudaError_t {
         rt("cudaStreamWaitEvent", || format!("{} event={event:p} {flags}", stream_text(stream)), |f| {
             let q = f.queue(stream)?;
@@ -555,8 +556,10 @@ exports! {
     }
 
     /// Runs `fn` on the one host-callback thread when the stream reaches
-    /// it; the stream waits for it ("Host functions ... are executed in
-    /// order"; "The host function must not make any CUDA API calls").
+    /// it; the stream waits for it ("The function will be called after
+    /// currently enqueued work and will block work added after it."; "Host
+    /// functions without a mandated order (such as in independent streams)
+    /// execute in undefined order and may be serialized.").
     fn cudaLaunchHostFunc(stream: cudaStream_t, func: cudaHostFn_t, userData: *mut c_void) -> cudaError_t {
         rt("cudaLaunchHostFunc", || stream_text(stream), |f| {
             let q = f.queue(stream)?;
@@ -585,10 +588,9 @@ exports! {
         })
     }
 
-    /// "In case event has been recorded but has not yet been completed
-    /// when cudaEventDestroy() is called, the function will return
-    /// immediately and the resources associated with event will be
-    /// released automatically once the device has completed event."
+    /// "An event may be destroyed before it is complete ... the call does
+    /// not block on completion of the event, and any associated resources
+    /// will automatically be released asynchronously at completion."
     fn cudaEventDestroy(event: cudaEvent_t) -> cudaError_t {
         rt("cudaEventDestroy", || format!("{event:p}"), |f| {
             f.events.remove(event as usize).map(|_| ()).ok_or(cudaErrorInvalidResourceHandle)
@@ -605,10 +607,9 @@ exports! {
         })
     }
 
-    /// "If this work has not yet been completed by the device, or if
-    /// cudaEventRecord() has not been called on event, then
-    /// cudaErrorNotReady is returned" is CUDA 11's wording; since then a
-    /// never-recorded event is cudaSuccess, as modelled here.
+    /// "Returns cudaSuccess if all captured work has been completed, or
+    /// cudaErrorNotReady if any captured work is incomplete." (A
+    /// never-recorded event captured nothing: cudaSuccess.)
     fn cudaEventQuery(event: cudaEvent_t) -> cudaError_t {
         rt("cudaEventQuery", || format!("{event:p}"), |f| {
             let e = f.events.get(event as usize).ok_or(cudaErrorInvalidResourceHandle)?;
@@ -625,8 +626,7 @@ exports! {
         })
     }
 
-    /// "If either event was last recorded in a non-NULL stream ... If
-    /// cudaEventRecord() has not been called on either event, then
+    /// "If cudaEventRecord() has not been called on either event, then
     /// cudaErrorInvalidResourceHandle is returned. ... If either event was
     /// created with the cudaEventDisableTiming flag, then this function
     /// will return cudaErrorInvalidResourceHandle"; pending: cudaErrorNotReady.

@@ -245,9 +245,12 @@ impl Fake {
         }
     }
 
-    /// Queues `job` on `q`, after what it must wait for: "The legacy
-    /// default stream ... implicitly synchronizes with all other blocking
-    /// streams in the same CUDA context" (non-blocking streams excepted).
+    /// Queues `job` on `q`, after what it must wait for: the legacy
+    /// default stream and the blocking streams of its device wait for each
+    /// other, non-blocking ones do not ("cudaStreamNonBlocking: Specifies
+    /// that work running in the created stream may run concurrently with
+    /// work in stream 0 (the NULL stream), and that the created stream
+    /// should perform no implicit synchronization with stream 0.").
     pub(crate) fn submit(&'static self, q: &Queue, job: Job) -> u64 {
         let waits: Vec<(Arc<Stream>, u64)> = match q {
             Queue::Legacy(d) => self
