@@ -74,7 +74,7 @@ DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n
 # libnccl.so.2 in a test-only folder; the vendor finds it through its normal
 # search (DIPU_CUDA_HOME, and LD_LIBRARY_PATH for the driver), never knowing
 # it is a fake. The same tests run unchanged on a GPU machine (docs/cuda.md).
-step "CUDA vendor on the fake libraries: dipu selftest (every check runs and passes), the GPU tests, the process group on 2 and 4 ranks"
+step "CUDA vendor on the fake libraries: dipu selftest (every check runs and passes), the GPU tests, the process group on 2 and 4 ranks, the C ABI"
 fake="$PWD/target/debug/fake-cuda"
 mkdir -p "$fake/lib64"
 for name in libcudart.so.13 libcuda.so.1 libnccl.so.2; do
@@ -90,5 +90,16 @@ on_fakes cargo test --workspace --locked --test gpu -- --ignored --test-threads=
 # not convert yet.
 on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_FAKE_DEVICES=4 \
   cargo test --workspace --locked --test group_collectives -- --skip all_reduce_every_type_and_operator
+# The C ABI on CUDA: the C test programs of one process (allreduce.c needs
+# two processes, which the fake NCCL, ranks as threads, does not join).
+ctmp="$(mktemp -d)"
+DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$ctmp" >/dev/null
+for prog in example roundtrip threads; do
+  cc -std=c11 -Wall -Wextra -Werror -pthread -Iffi/tests/c "ffi/tests/c/$prog.c" \
+    $(PKG_CONFIG_PATH="$ctmp/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
+    -Wl,-rpath,"$ctmp/lib" -o "$ctmp/$prog"
+  on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" "$ctmp/$prog" | tail -n 1
+done
+rm -rf "$ctmp"
 
 step "all checks passed"
