@@ -510,3 +510,78 @@ fn collectives_on_four_ranks() {
         collectives_on(4)
     });
 }
+
+/// Every allocator algorithm, and expandable segments where they apply,
+/// over the CUDA vendor: data survives, freed blocks are reused by the
+/// caching algorithms, and emptying the cache gives the memory back.
+#[test]
+fn every_allocator_algorithm_and_expandable_segments() {
+    on_fakes(
+        "every_allocator_algorithm_and_expandable_segments",
+        &[],
+        false,
+        || {
+            use dipu_allocator::{new_device_allocator, Algorithm, AllocatorConfig};
+            let v = std::sync::Arc::new(vendor());
+            let ctx = dipu_stream::DeviceContext::new(v.clone()).unwrap();
+            let stream = ctx.new_stream(0, 0).unwrap();
+            v.set_device(0).unwrap();
+            let before = v.memory_info().unwrap().free;
+            let plain = AllocatorConfig::default();
+            let expandable = AllocatorConfig::parse("expandable_segments:True").unwrap();
+            let mut configs = Vec::new();
+            for algorithm in Algorithm::ALL {
+                configs.push((algorithm, &plain, "plain"));
+                if matches!(algorithm, Algorithm::Torch | Algorithm::BestFit) {
+                    configs.push((algorithm, &expandable, "expandable"));
+                }
+            }
+            for (algorithm, config, what) in configs {
+                let a = new_device_allocator(ctx, 0, algorithm, config).unwrap();
+                let sizes = [1usize, 512, 4096, 1 << 20, (3 << 20) + 7, 6 << 20];
+                let mut blocks = Vec::new();
+                for (i, &n) in sizes.iter().enumerate() {
+                    let block = a.allocate(n, stream).unwrap();
+                    let data: Vec<u8> = (0..n).map(|j| (i * 31 + j * 7) as u8).collect();
+                    // SAFETY: a live block of at least `n` bytes.
+                    unsafe { v.memcpy(block.ptr, data.as_ptr().cast(), n, CopyKind::HostToDevice) }
+                        .unwrap();
+                    blocks.push((block.ptr, data));
+                }
+                for (ptr, data) in &blocks {
+                    assert_eq!(
+                        &peek(*ptr, data.len()),
+                        data,
+                        "{algorithm:?} {what}: data of a block"
+                    );
+                }
+                let first: Vec<usize> = blocks.iter().map(|b| b.0 as usize).collect();
+                for (ptr, _) in &blocks {
+                    a.free(*ptr).unwrap();
+                }
+                ctx.synchronize_device(0).ok();
+                let again: Vec<usize> = sizes
+                    .iter()
+                    .map(|&n| a.allocate(n, stream).unwrap().ptr as usize)
+                    .collect();
+                if algorithm != Algorithm::Raw {
+                    let reused = again.iter().filter(|p| first.contains(p)).count();
+                    assert!(
+                        reused > 0,
+                        "{algorithm:?} {what}: no freed block was reused"
+                    );
+                }
+                for p in again {
+                    a.free(p as *mut c_void).unwrap();
+                }
+                v.synchronize_device().unwrap();
+                a.empty_cache().unwrap();
+                let after = v.memory_info().unwrap().free;
+                assert_eq!(
+                    after, before,
+                    "{algorithm:?} {what}: memory not given back by empty_cache"
+                );
+            }
+        },
+    );
+}
