@@ -2,7 +2,8 @@
 # Installs NVIDIA's CUDA runtime, NCCL and the CUDA headers from PyPI into
 # <repo>/.venv, so the CUDA vendor's tests run without a GPU: they load the
 # real libcudart.so.13 and libnccl.so.2, and check the hand-written bindings
-# against the real cuda_runtime_api.h, cuda.h and nccl.h.
+# against the real cuda_runtime_api.h, cuda.h and nccl.h (of CUDA 13, and of
+# CUDA 12 too).
 #
 # Idempotent: a .venv that already holds exactly these versions is left
 # alone (well under a second). A fresh install takes a few seconds on a fast
@@ -17,6 +18,7 @@ packages=(
   nvidia-cuda-crt==13.5.37     # crt/host_defines.h, which the runtime headers include (0.2 MB)
   nvidia-cuda-cccl==13.3.5.0.6 # nv/target, which cuda_fp16.h (included by nccl.h) includes (4.1 MB)
   nvidia-nccl-cu13==2.32.3     # libnccl.so.2, nccl.h (305 MB)
+  nvidia-cuda-runtime-cu12==12.8.90 # CUDA 12's cuda_runtime_api.h, driver_types.h, cuda.h (and libcudart.so.12) for the header check against CUDA 12 (1 MB)
 )
 venv=.venv
 stamp="$venv/.dipu-cuda-env"

@@ -46,7 +46,7 @@ pub(crate) struct CudaPointerAttributes {
     /// `void *hostPointer`.
     pub(crate) host_pointer: *mut c_void,
     /// CUDA 13's `localityDomainOrdinal` union and `long reserved[7]`
-    /// (CUDA 12: `long reserved[8]`): written by the runtime, never read.
+    /// (CUDA 12 has neither: 24 bytes): written by the runtime, never read.
     pub(crate) reserved: [std::ffi::c_long; 8],
 }
 

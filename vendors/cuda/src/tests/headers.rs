@@ -34,15 +34,37 @@ fn include_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The include directories for CUDA 12: the declarations of
+/// `nvidia-cuda-runtime-cu12` (`cuda_runtime_api.h`, `driver_types.h`,
+/// `cuda.h`) first, then CUDA 13's only for the helper headers the cu12
+/// wheel does not ship (`crt/`, `nv/target`), then NCCL's.
+fn cuda12_include_dirs() -> Vec<PathBuf> {
+    let sp = super::venv_site_packages();
+    let cu12 = sp.join("nvidia/cuda_runtime/include");
+    assert!(
+        cu12.join("cuda_runtime_api.h").is_file() && cu12.join("cuda.h").is_file(),
+        "{} lacks CUDA 12's headers: run scripts/cuda-env.sh (it installs nvidia-cuda-runtime-cu12)",
+        cu12.display()
+    );
+    let mut dirs = vec![cu12];
+    dirs.extend(include_dirs());
+    dirs
+}
+
 /// Compiles `source` against the headers; the compiler's output on failure.
 fn compile(source: &str) -> Result<(), String> {
+    compile_with(source, &include_dirs())
+}
+
+/// Compiles `source` against the headers of `includes`.
+fn compile_with(source: &str, includes: &[PathBuf]) -> Result<(), String> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let file = dir.path().join("bindings_check.c");
     std::fs::write(&file, source).expect("write the C file");
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let mut cmd = Command::new(&compiler);
     cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]);
-    for include in include_dirs() {
+    for include in includes {
         cmd.arg("-I").arg(include);
     }
     let out = cmd
@@ -165,8 +187,14 @@ fn bindings_source() -> String {
         );
     }
     for t in &types {
-        if let Some(size) = t.size {
-            static_assert(&mut out, &format!("sizeof({}) == {size}", t.c));
+        match t.size {
+            // CUDA 13 grew it from 24 to 88 bytes (reserved fields); the
+            // vendor's 88 bytes hold either, and only the leading fields are read.
+            Some(size) if t.c == "struct cudaPointerAttributes" => {
+                static_assert(&mut out, &format!("sizeof({}) <= {size}", t.c));
+            }
+            Some(size) => static_assert(&mut out, &format!("sizeof({}) == {size}", t.c)),
+            None => {}
         }
     }
     let location = offset_of!(CuMemAllocationProp, location);
@@ -324,6 +352,22 @@ fn fakes_source() -> String {
         }
     }
     out
+}
+
+#[test]
+fn bindings_match_the_cuda12_headers() {
+    let source = bindings_source();
+    if let Err(errors) = compile_with(&source, &cuda12_include_dirs()) {
+        panic!(
+            "the bindings differ from CUDA 12's headers:\n{errors}\n--- generated C ---\n{source}"
+        );
+    }
+    // The CUDA 12 headers really are the ones compiled: they rename
+    // cudaGetDeviceProperties, which the check refuses to bind by name.
+    let mut renamed = PRELUDE.to_owned();
+    renamed.push_str("#ifdef cudaGetDeviceProperties\n#error renamed\n#endif\n");
+    assert!(compile_with(&renamed, &cuda12_include_dirs()).is_err());
+    assert!(compile(&renamed).is_ok(), "CUDA 13 does not rename it");
 }
 
 #[test]
