@@ -95,7 +95,7 @@ fn after(code: c_int) -> c_int {
 pub(crate) fn charge(device: i32, bytes: u64) -> bool {
     let mut used = state().used.lock();
     let u = &mut used[device as usize];
-    if *u + bytes > config().memory {
+    if u.saturating_add(bytes) > config().memory {
         return false;
     }
     *u += bytes;
