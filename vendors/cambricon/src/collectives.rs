@@ -160,6 +160,7 @@ impl CambriconVendor {
         let mut comm = std::ptr::null_mut();
         // SAFETY: one out-slot, one device and one rank; the id outlives the call.
         let code =
+            // SAFETY: the caller's contract on buffers, comm and stream.
             unsafe { (cncl.cnclInitComms()?)(&mut comm, 1, &device, &rank, world_size, &id) };
         cncl.check(code, || {
             format!("cnclInitComms(world size {world_size}, rank {rank}, device {device})")
@@ -238,39 +239,46 @@ impl CambriconVendor {
         let c = comm_ptr(comm)?;
         let q = self.queue(stream)?;
         let name = format!("{what:?}");
-        // SAFETY (every arm): the caller's contract on buffers, comm and stream.
         let code = match what {
             Collective::AllReduce(op) => {
                 let (t, o) = reduced(b.dtype, op, "all_reduce")?;
+                // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclAllReduce()?)(b.send, b.recv, b.count, t, o, c, q) }
             }
             Collective::Broadcast(root) => {
                 let (t, n) = moved(b.dtype, b.count)?;
                 if b.send == b.recv.cast_const() {
                     // cnclBroadcast is out of place; cnclBcast is in place.
+                    // SAFETY: the caller's contract on buffers, comm and stream.
                     unsafe { (cncl.cnclBcast()?)(b.recv, n, t, root, c, q) }
                 } else {
+                    // SAFETY: the caller's contract on buffers, comm and stream.
                     unsafe { (cncl.cnclBroadcast()?)(b.send, b.recv, n, t, root, c, q) }
                 }
             }
             Collective::AllGather => {
                 let (t, n) = moved(b.dtype, b.count)?;
+                // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclAllGather()?)(b.send, b.recv, n, t, c, q) }
             }
             Collective::ReduceScatter(op) => {
                 let (t, o) = reduced(b.dtype, op, "reduce_scatter")?;
+                // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclReduceScatter()?)(b.send, b.recv, b.count, t, o, c, q) }
             }
             Collective::Reduce(op, root) => {
                 let (t, o) = reduced(b.dtype, op, "reduce")?;
+                // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclReduce()?)(b.send, b.recv, b.count, t, o, root, c, q) }
             }
             Collective::Send(peer) => {
                 let (t, n) = moved(b.dtype, b.count)?;
+                // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclSend()?)(b.send.cast_mut(), n, t, peer, c, q) }
             }
             Collective::Recv(peer) => {
                 let (t, n) = moved(b.dtype, b.count)?;
+                // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclRecv()?)(b.recv, n, t, peer, c, q) }
             }
         };

@@ -46,6 +46,7 @@ fn peek_last_error() -> i32 {
     let lib = unsafe { libloading::Library::new(lib) }.unwrap();
     // SAFETY: `int cnrtPeekAtLastError(void)`.
     let peek =
+        // SAFETY: live handles and buffers of this vendor, as the call needs.
         unsafe { lib.get::<unsafe extern "C" fn() -> i32>(b"cnrtPeekAtLastError\0") }.unwrap();
     // SAFETY: no arguments.
     unsafe { peek() }
@@ -75,6 +76,7 @@ fn a_pending_query_leaves_no_sticky_error() {
     .unwrap();
     // SAFETY: a live stream.
     assert!(
+        // SAFETY: live handles and buffers of this vendor, as the call needs.
         !unsafe { api.stream_query(stream) }.unwrap(),
         "the stream is blocked"
     );
@@ -123,12 +125,14 @@ fn the_default_stream_is_shared_by_threads() {
     // On another thread, the default stream is the same queue: still busy.
     // SAFETY: the default stream.
     let busy =
+        // SAFETY: live handles and buffers of this vendor, as the call needs.
         std::thread::spawn(move || !unsafe { other.stream_query(StreamHandle::DEFAULT) }.unwrap())
             .join()
             .unwrap();
     tx.send(()).unwrap();
     // SAFETY: the default stream, and a live allocation freed once.
     unsafe { api.stream_synchronize(StreamHandle::DEFAULT) }.unwrap();
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.free(ptr) }.unwrap();
     assert!(
         busy,
@@ -156,6 +160,7 @@ fn clique_ids_carry_all_136_bytes_and_are_single_use() {
     assert_eq!(err.vendor_code(), Some(0x07), "{err}");
     // SAFETY: a live communicator; healthy, then destroyed once.
     unsafe { api.comm_async_error(comm) }.unwrap();
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.comm_destroy(comm) }.unwrap();
 }
 
@@ -265,7 +270,7 @@ fn cncl_lacks_fp64_reductions_and_average() {
     let id = api.comm_get_unique_id().unwrap();
     let comm = api.comm_init_rank(1, &id, 0).unwrap();
     let p = api.malloc(64).unwrap();
-    // SAFETY (each call): live 64-byte device buffers and communicator.
+    // SAFETY: live 64-byte device buffers and communicator.
     let err = unsafe {
         api.all_reduce(
             p,
@@ -279,6 +284,7 @@ fn cncl_lacks_fp64_reductions_and_average() {
     }
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     let err = unsafe {
         api.all_reduce(
             p,
@@ -293,8 +299,12 @@ fn cncl_lacks_fp64_reductions_and_average() {
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
     // Moving fp64 works: it travels as bytes.
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.broadcast(p, p, 8, DataType::F64, 0, comm, StreamHandle::DEFAULT) }.unwrap();
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.stream_synchronize(StreamHandle::DEFAULT) }.unwrap();
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.comm_destroy(comm) }.unwrap();
+    // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.free(p) }.unwrap();
 }

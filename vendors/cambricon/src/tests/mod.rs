@@ -1,1 +1,6 @@
-//! Unit tests.
+//! Unit tests: every constant, enum value and struct layout the bindings
+//! rely on, pinned with the published version it was taken from, and the
+//! translations of our types to CNRT's and CNCL's.
+
+mod header;
+mod pins;
