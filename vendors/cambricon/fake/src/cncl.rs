@@ -110,9 +110,11 @@ struct P2p {
     peer: usize,
 }
 
+/// A thread's open group: its depth and the sends and receives it holds.
+type Group = (u32, Vec<(Arc<Queue>, Arc<Comm>, P2p)>);
+
 thread_local! {
-    /// The open group of this thread: depth and the sends and receives it holds.
-    static GROUP: RefCell<(u32, Vec<(Arc<Queue>, Arc<Comm>, P2p)>)> = const { RefCell::new((0, Vec::new())) };
+    static GROUP: RefCell<Group> = const { RefCell::new((0, Vec::new())) };
 }
 
 fn after(code: c_int) -> c_int {

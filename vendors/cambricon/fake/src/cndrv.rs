@@ -226,7 +226,9 @@ export! { "CNDrv", GENERIC, after;
             libc::mmap(base as *mut c_void, size, libc::PROT_NONE, libc::MAP_SHARED | libc::MAP_FIXED, chunk.fd, 0)
         };
         if at == libc::MAP_FAILED { return GENERIC; }
-        vm.chunks.get_mut(&handle).map(|c| c.mapped = true);
+        if let Some(c) = vm.chunks.get_mut(&handle) {
+            c.mapped = true;
+        }
         vm.mappings.insert(base, Mapping { size, handle, accessible: false });
         SUCCESS
     }
@@ -243,7 +245,11 @@ export! { "CNDrv", GENERIC, after;
         if keys.first() != Some(&base) || covered != size { return INVALID; }
         // SAFETY: our own mapped range.
         if unsafe { libc::mprotect(base as *mut c_void, size, libc::PROT_READ | libc::PROT_WRITE) } != 0 { return GENERIC; }
-        for k in keys { vm.mappings.get_mut(&k).map(|m| m.accessible = true); }
+        for k in keys {
+            if let Some(m) = vm.mappings.get_mut(&k) {
+                m.accessible = true;
+            }
+        }
         SUCCESS
     }
     fn cnMemUnmap(ptr: u64, size: usize) {
