@@ -66,8 +66,10 @@ fn every_algorithm_with_and_without_expandable_segments() {
     let mut ran = Vec::new();
     for algorithm in Algorithm::ALL {
         for expandable in [false, true] {
-            let mut config = AllocatorConfig::default();
-            config.expandable_segments = expandable;
+            let config = AllocatorConfig {
+                expandable_segments: expandable,
+                ..AllocatorConfig::default()
+            };
             let what = format!("{algorithm:?}, expandable {expandable}");
             let alloc = match new_device_allocator(ctx, 0, algorithm, &config) {
                 Ok(a) => a,
