@@ -128,6 +128,9 @@ fn every_algorithm_with_and_without_expandable_segments() {
         "cnMemRelease",
         "cnMemAddressFree",
     ] {
-        assert!(trace.contains(&format!("{call} #")), "{call} never called");
+        assert!(
+            trace.lines().any(|l| l.starts_with(&format!("{call} "))),
+            "{call} never called"
+        );
     }
 }

@@ -16,7 +16,10 @@ fn injected_faults_surface_with_the_vendor_code_and_are_traced() {
     std::env::set_var("NEUWARE_HOME", dir.path());
     std::env::set_var("DIPU_FAKE_MEMORY", (64u64 << 20).to_string());
     std::env::set_var("DIPU_FAKE_TRACE", &trace);
-    std::env::set_var("DIPU_FAKE_FAULTS", "cnrtMalloc@2,cnclAllReduce@1");
+    std::env::set_var(
+        "DIPU_FAKE_FAULTS",
+        "fail:cnrtMalloc@2=999991,fail:cnclAllReduce@1=1,oom@4",
+    );
     let api = Loader::new()
         .load(&VendorSpec::Path(common::plugin_path()))
         .unwrap()
@@ -39,10 +42,16 @@ fn injected_faults_surface_with_the_vendor_code_and_are_traced() {
     let err = api.malloc(65 << 20).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
     assert_eq!(err.vendor_code(), Some(100_100), "{err}");
-    // Virtual memory counts against the same memory.
+    // The fourth allocation (cnMemCreate here) is the injected `oom@4`.
     let g = api.vmm_granularity().unwrap();
+    let err = api.vmm_create(g).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+    // Virtual memory counts against the device's memory too.
     let err = api.vmm_create(g * 64).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+    let chunk = api.vmm_create(g).unwrap();
+    // SAFETY: a live chunk, released once.
+    unsafe { api.vmm_release(chunk) }.unwrap();
 
     // CNCL: the injected failure is synchronous; the communicator stays healthy.
     let id = api.comm_get_unique_id().unwrap();
@@ -71,14 +80,32 @@ fn injected_faults_surface_with_the_vendor_code_and_are_traced() {
     unsafe { api.free(q) }.unwrap();
 
     let trace = std::fs::read_to_string(&trace).unwrap();
+    let mallocs = trace
+        .lines()
+        .filter(|l| l.starts_with("cnrtMalloc "))
+        .count();
+    assert_eq!(mallocs, 4, "{trace}");
     assert!(
-        trace.contains("cnrtMalloc #2 thread=") && trace.contains("FAULT"),
+        trace.contains("cnrtMalloc -> injected fault 999991"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("cnclAllReduce -> injected fault 1"),
         "{trace}"
     );
     assert!(
         trace.contains("cnrtGetLastError"),
         "errors were not cleared:\n{trace}"
     );
-    assert!(trace.contains("cnMemCreate #1"), "{trace}");
-    assert!(trace.contains("cnclInitComms #1"), "{trace}");
+    for call in [
+        "cnMemCreate",
+        "cnMemRelease",
+        "cnclInitComms",
+        "cnclFreeComm",
+    ] {
+        assert!(
+            trace.lines().any(|l| l.starts_with(&format!("{call} "))),
+            "{call}:\n{trace}"
+        );
+    }
 }

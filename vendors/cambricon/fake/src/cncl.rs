@@ -299,7 +299,7 @@ fn enqueue(
 }
 
 fn comm_of(comm: *mut c_void) -> Option<Arc<Comm>> {
-    registry().comms.get(comm as u64)
+    registry().comms.get(comm as usize)
 }
 
 #[allow(clippy::too_many_arguments, reason = "a collective's own arguments")]
@@ -487,11 +487,11 @@ export! { "CNCL", ERR_INTERNAL, after;
         while c.pending.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        registry().comms.remove(comm as u64);
+        registry().comms.remove(comm as usize);
         SUCCESS
     }
     fn cnclAbortComm(comm: *mut c_void) {
-        let Some(c) = registry().comms.remove(comm as u64) else { return ERR_ARGUMENTS };
+        let Some(c) = registry().comms.remove(comm as usize) else { return ERR_ARGUMENTS };
         c.clique.broken.store(true, Ordering::SeqCst);
         c.clique.cv.notify_all();
         c.clique.mail_cv.notify_all();

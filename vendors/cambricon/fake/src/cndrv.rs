@@ -149,7 +149,7 @@ export! { "CNDrv", GENERIC, after;
     }
     fn cnDeviceGetAttribute(value: *mut c_int, attr: c_int, dev: u64) {
         if ordinal(dev).is_none() || attr != ATTR_VMM { return INVALID; }
-        if put(value, c_int::from(config().vmm)) { SUCCESS } else { INVALID }
+        if put(value, 1) { SUCCESS } else { INVALID }
     }
     fn cnMemGetAllocationGranularity(granularity: *mut usize, prop: *const Prop, option: c_int) {
         if prop_device(prop).is_none() || !(0..=1).contains(&option) { return INVALID; }
@@ -188,7 +188,7 @@ export! { "CNDrv", GENERIC, after;
     fn cnMemCreate(handle: *mut u64, size: usize, prop: *const Prop, flags: u64) {
         let Some(device) = prop_device(prop) else { return INVALID; };
         if handle.is_null() || size == 0 || size % GRANULARITY != 0 || flags != 0 { return INVALID; }
-        if !crate::rt::charge(device, size as u64) { return OUT_OF_MEMORY; }
+        if crate::common::oom() || !crate::rt::charge(device, size as u64) { return OUT_OF_MEMORY; }
         // SAFETY: a NUL-terminated name; flags are valid.
         let fd = unsafe { libc::memfd_create(c"fake-mlu-chunk".as_ptr(), libc::MFD_CLOEXEC) };
         // SAFETY: our own descriptor.

@@ -1,139 +1,36 @@
-//! Configuration, the call trace, injected faults and the panic guard of
-//! every exported function.
+//! The panic guard of every exported function (traced, with injected
+//! faults, from `dipu-fakekit`), and small helpers.
 
-use std::collections::HashMap;
-use std::io::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use dipu_fakekit::config::Config;
 
-/// The fake's configuration, from the environment.
-pub(crate) struct Config {
-    pub(crate) devices: i32,
-    pub(crate) memory: u64,
-    pub(crate) latency_us: u64,
-    pub(crate) vmm: bool,
-    trace: Option<Mutex<std::fs::File>>,
-    faults: HashMap<String, u64>,
-    calls: Mutex<HashMap<&'static str, u64>>,
-}
+pub(crate) use dipu_fakekit::handles::Table as Handles;
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
-
-/// The configuration, read on first use.
+/// The configuration, read on first use (`DIPU_FAKE_DEVICES`,
+/// `DIPU_FAKE_MEMORY`, `DIPU_FAKE_LATENCY_US`, `DIPU_FAKE_FAULTS`; see
+/// `dipu-fakekit`).
 pub(crate) fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
-    CONFIG.get_or_init(|| {
-        let mut faults = HashMap::new();
-        let mut vmm = true;
-        for spec in std::env::var("DIPU_FAKE_FAULTS")
-            .unwrap_or_default()
-            .split(',')
-        {
-            let spec = spec.trim();
-            if spec == "vmm=0" {
-                vmm = false;
-            } else if let Some((name, n)) = spec.split_once('@') {
-                if let Ok(n) = n.parse() {
-                    faults.insert(name.to_owned(), n);
-                }
-            }
-        }
-        let trace = std::env::var_os("DIPU_FAKE_TRACE")
-            .filter(|p| !p.is_empty())
-            .and_then(|p| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .ok()
-            })
-            .map(Mutex::new);
-        Config {
-            devices: env_num("DIPU_FAKE_DEVICES", 2).clamp(1, 64) as i32,
-            memory: env_num("DIPU_FAKE_MEMORY", 4 << 30),
-            latency_us: env_num("DIPU_FAKE_LATENCY_US", 0),
-            vmm,
-            trace,
-            faults,
-            calls: Mutex::new(HashMap::new()),
-        }
-    })
+    CONFIG.get_or_init(Config::from_env)
 }
 
-/// Records a call of `name` in the trace; `true` when an injected fault
-/// makes this call fail.
-pub(crate) fn enter(name: &'static str) -> bool {
-    let cfg = config();
-    let n = {
-        let mut calls = cfg.calls.lock();
-        let n = calls.entry(name).or_insert(0);
-        *n += 1;
-        *n
-    };
-    let fail = cfg.faults.get(name) == Some(&n);
-    if let Some(trace) = &cfg.trace {
-        let thread = std::thread::current();
-        let _ = writeln!(
-            trace.lock(),
-            "{name} #{n} thread={:?}{}",
-            thread.id(),
-            if fail { " FAULT" } else { "" }
-        );
-    }
-    fail
+/// Whether this allocation is the one `DIPU_FAKE_FAULTS`' `oom@N` fails.
+pub(crate) fn oom() -> bool {
+    config().faults.oom()
 }
 
-/// Runs `body` for exported function `name`: traced, failing with `fault`
-/// when injected, and returning `panicked` if it panics (no panic crosses
-/// the C boundary).
-pub(crate) fn guard(
-    name: &'static str,
-    fault: i32,
-    panicked: i32,
-    body: impl FnOnce() -> i32,
-) -> i32 {
-    if enter(name) {
-        return fault;
+/// Runs `body` for exported function `name`: traced (`DIPU_FAKE_TRACE`),
+/// failing with the code of an injected `fail:NAME...` fault, and returning
+/// `panicked` if it panics (no panic crosses the C boundary).
+pub(crate) fn guard(name: &'static str, panicked: i32, body: impl FnOnce() -> i32) -> i32 {
+    if let Some(code) = config().faults.fail(name) {
+        dipu_fakekit::trace::call(name, || format!("-> injected fault {code}"));
+        return code;
     }
+    dipu_fakekit::trace::call(name, String::new);
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(panicked)
-}
-
-/// A handle table: opaque 64-bit handles to shared objects. Handles start
-/// high (above 2^32) so that a caller truncating them to 32 bits fails.
-pub(crate) struct Handles<T> {
-    next: Mutex<u64>,
-    map: Mutex<HashMap<u64, std::sync::Arc<T>>>,
-}
-
-impl<T> Handles<T> {
-    pub(crate) fn new(base: u64) -> Self {
-        Handles {
-            next: Mutex::new(base),
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub(crate) fn insert(&self, value: std::sync::Arc<T>) -> u64 {
-        let mut next = self.next.lock();
-        *next += 0x10;
-        self.map.lock().insert(*next, value);
-        *next
-    }
-
-    pub(crate) fn get(&self, handle: u64) -> Option<std::sync::Arc<T>> {
-        self.map.lock().get(&handle).cloned()
-    }
-
-    pub(crate) fn remove(&self, handle: u64) -> Option<std::sync::Arc<T>> {
-        self.map.lock().remove(&handle)
-    }
 }
 
 /// A 64-bit FNV-1a hash (the clique id's hash).
@@ -176,7 +73,7 @@ macro_rules! export {
         /// The contract of its C prototype in `dipu_cambricon_api.h`.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> std::ffi::c_int {
-            let code = $crate::common::guard(stringify!($name), $fault, $fault, || $body);
+            let code = $crate::common::guard(stringify!($name), $fault, || $body);
             $after(code)
         }
     )*};

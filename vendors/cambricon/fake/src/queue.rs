@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -42,7 +42,7 @@ impl Queue {
             done: Condvar::new(),
         });
         let worker = Arc::clone(&queue);
-        let latency = Duration::from_micros(crate::common::config().latency_us);
+        let latency = crate::common::config().latency;
         std::thread::Builder::new()
             .name(format!("fake-mlu{device}-queue"))
             .spawn(move || {

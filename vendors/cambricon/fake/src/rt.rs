@@ -136,7 +136,7 @@ pub(crate) fn queue_of(handle: *mut c_void) -> Option<Arc<Queue>> {
             }))
         }));
     }
-    state().queues.get(handle as u64)
+    state().queues.get(handle as usize)
 }
 
 fn valid_device(device: c_int) -> bool {
@@ -195,7 +195,7 @@ pub extern "C" fn cnrtGetErrorStr(error: c_int) -> *const c_char {
 /// sticky error.
 #[no_mangle]
 pub extern "C" fn cnrtGetLastError() -> c_int {
-    crate::common::enter("cnrtGetLastError");
+    dipu_fakekit::trace::call("cnrtGetLastError", String::new);
     LAST.replace(SUCCESS)
 }
 
@@ -278,7 +278,7 @@ export! { "CNRT", UNKNOWN, after;
     fn cnrtMalloc(ptr: *mut *mut c_void, bytes: usize) {
         if ptr.is_null() || bytes == 0 { return ARGS_INVALID; }
         let device = current();
-        if !charge(device, bytes as u64) { return NO_MEM; }
+        if crate::common::oom() || !charge(device, bytes as u64) { return NO_MEM; }
         let Ok(layout) = std::alloc::Layout::from_size_align(bytes, ALIGN) else {
             uncharge(device, bytes as u64);
             return ARGS_INVALID;
@@ -353,7 +353,7 @@ export! { "CNRT", UNKNOWN, after;
     }
     fn cnrtQueueDestroy(queue: *mut c_void) {
         if queue.is_null() { return ARGS_INVALID; }
-        match state().queues.remove(queue as u64) {
+        match state().queues.remove(queue as usize) {
             Some(q) => { q.destroy(); SUCCESS }
             None => ARGS_INVALID,
         }
@@ -370,7 +370,7 @@ export! { "CNRT", UNKNOWN, after;
     }
     fn cnrtQueueWaitNotifier(notifier: *mut c_void, queue: *mut c_void, flag: c_uint) {
         if flag != 0 { return ARGS_INVALID; }
-        let (Some(n), Some(q)) = (state().notifiers.get(notifier as u64), queue_of(queue)) else {
+        let (Some(n), Some(q)) = (state().notifiers.get(notifier as usize), queue_of(queue)) else {
             return ARGS_INVALID;
         };
         let generation = n.placed();
@@ -395,30 +395,30 @@ export! { "CNRT", UNKNOWN, after;
         create_notifier(notifier, flags)
     }
     fn cnrtNotifierDestroy(notifier: *mut c_void) {
-        let Some(n) = state().notifiers.get(notifier as u64) else { return ARGS_INVALID; };
+        let Some(n) = state().notifiers.get(notifier as usize) else { return ARGS_INVALID; };
         if n.device != current() { return ARGS_INVALID; }
-        state().notifiers.remove(notifier as u64);
+        state().notifiers.remove(notifier as usize);
         SUCCESS
     }
     fn cnrtPlaceNotifier(notifier: *mut c_void, queue: *mut c_void) {
-        let (Some(n), Some(q)) = (state().notifiers.get(notifier as u64), queue_of(queue)) else {
+        let (Some(n), Some(q)) = (state().notifiers.get(notifier as usize), queue_of(queue)) else {
             return ARGS_INVALID;
         };
         if n.device != q.device { return ARGS_INVALID; }
         if n.place(&q) { SUCCESS } else { ARGS_INVALID }
     }
     fn cnrtQueryNotifier(notifier: *mut c_void) {
-        let Some(n) = state().notifiers.get(notifier as u64) else { return ARGS_INVALID; };
+        let Some(n) = state().notifiers.get(notifier as usize) else { return ARGS_INVALID; };
         if n.is_done() { SUCCESS } else { NOT_READY }
     }
     fn cnrtWaitNotifier(notifier: *mut c_void) {
         if in_host_fn() { return UNKNOWN; }
-        let Some(n) = state().notifiers.get(notifier as u64) else { return ARGS_INVALID; };
+        let Some(n) = state().notifiers.get(notifier as usize) else { return ARGS_INVALID; };
         n.wait_for(n.placed());
         SUCCESS
     }
     fn cnrtNotifierElapsedTime(start: *mut c_void, end: *mut c_void, ms: *mut f32) {
-        let (Some(s), Some(e)) = (state().notifiers.get(start as u64), state().notifiers.get(end as u64)) else {
+        let (Some(s), Some(e)) = (state().notifiers.get(start as usize), state().notifiers.get(end as usize)) else {
             return ARGS_INVALID;
         };
         if !s.timing || !e.timing || s.placed() == 0 || e.placed() == 0 { return ARGS_INVALID; }
