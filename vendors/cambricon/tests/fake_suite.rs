@@ -308,3 +308,40 @@ fn cncl_lacks_fp64_reductions_and_average() {
     // SAFETY: live handles and buffers of this vendor, as the call needs.
     unsafe { api.free(p) }.unwrap();
 }
+
+#[test]
+fn a_peer_freed_early_fails_the_others_instead_of_hanging() {
+    let api = api();
+    let id = api.comm_get_unique_id().unwrap();
+    let a = Arc::clone(&api);
+    let id2 = id.clone();
+    // Rank 1 joins on device 1, then leaves at once.
+    let leaver = std::thread::spawn(move || {
+        a.set_device(1).unwrap();
+        let comm = a.comm_init_rank(2, &id2, 1).unwrap();
+        // SAFETY: a live communicator, destroyed once.
+        unsafe { a.comm_destroy(comm) }.unwrap();
+    });
+    let comm = api.comm_init_rank(2, &id, 0).unwrap();
+    leaver.join().unwrap();
+    let p = api.malloc(64).unwrap();
+    let s = api.stream_create(0).unwrap();
+    let started = std::time::Instant::now();
+    // SAFETY: live buffers, stream and communicator.
+    unsafe { api.all_reduce(p, p, 16, DataType::F32, ReduceOp::Sum, comm, s) }.unwrap();
+    // SAFETY: a live stream.
+    unsafe { api.stream_synchronize(s) }.unwrap();
+    // SAFETY: a live communicator.
+    let err = unsafe { api.comm_async_error(comm) }.unwrap_err();
+    assert_eq!(err.vendor_code(), Some(0x16), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the survivor waited for the fake's 60 s timeout"
+    );
+    // SAFETY: live handles, released once.
+    unsafe { api.comm_destroy(comm) }.unwrap();
+    // SAFETY: as above.
+    unsafe { api.stream_destroy(s) }.unwrap();
+    // SAFETY: as above.
+    unsafe { api.free(p) }.unwrap();
+}

@@ -488,6 +488,11 @@ export! { "CNCL", ERR_INTERNAL, after;
             std::thread::sleep(Duration::from_millis(1));
         }
         registry().comms.remove(comm as usize);
+        // A clique's communicators are freed together: once one is gone,
+        // its peers' later operations fail at once instead of waiting.
+        c.clique.broken.store(true, Ordering::SeqCst);
+        c.clique.cv.notify_all();
+        c.clique.mail_cv.notify_all();
         SUCCESS
     }
     fn cnclAbortComm(comm: *mut c_void) {
