@@ -69,7 +69,7 @@ step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 step "dipu selftest: the CUDA vendor on the .venv wheels (without a GPU: the device-free check)"
 DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n 1
 
-step "Cambricon vendor on fake libcnrt, libcncl and libcndrv: dipu selftest, the C ABI with DIPU_VENDOR=cambricon, the not-found error without Neuware (its Rust tests, collectives on 2 and 4 ranks and every allocator algorithm included, ran under cargo test)"
+step "Cambricon vendor on fake libcnrt, libcncl and libcndrv: dipu selftest, the C ABI with DIPU_VENDOR=cambricon, the not-found error without Neuware, the CNRT signatures against the 161 prototypes of PyPI's bangc-mcp-server 0.3.7 (its Rust tests, collectives on 2 and 4 ranks and every allocator algorithm included, ran under cargo test)"
 neuware="$PWD/target/fake-neuware"
 mkdir -p "$neuware/lib64"
 for lib in cnrt cncl cndrv; do
@@ -90,5 +90,7 @@ if NEUWARE_HOME="$tmp/no-neuware" ./target/debug/dipu info --vendor cambricon 2>
 fi
 grep -q "libcnrt.so not found; looked in: $tmp/no-neuware/lib64 (NEUWARE_HOME)" "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 rm -rf "$tmp"
+./scripts/cambricon-prototypes.sh
+cargo test --locked -p dipu-vendor-cambricon --lib published -- --ignored
 
 step "all checks passed"

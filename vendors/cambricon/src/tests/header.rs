@@ -16,7 +16,7 @@ use crate::cnrt::Cnrt;
 use crate::{cncl, cndrv, cnrt};
 
 /// How C spells a Rust type of the tables.
-fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
+pub(super) fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
     let spaced = rust.replace('*', " * ");
     let tokens: Vec<&str> = spaced.split_whitespace().collect();
     fn go(tokens: &[&str], names: &HashMap<&str, &str>) -> String {

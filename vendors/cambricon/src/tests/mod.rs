@@ -4,3 +4,4 @@
 
 mod header;
 mod pins;
+mod published;
