@@ -3,8 +3,6 @@
 //! data, and each rank may join once); collectives meet at a rendezvous per
 //! operation and read each other's buffers directly.
 
-#![allow(non_snake_case, reason = "C function names")]
-
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{c_char, c_int, c_void};
@@ -302,7 +300,7 @@ fn comm_of(comm: *mut c_void) -> Option<Arc<Comm>> {
     registry().comms.get(comm as usize)
 }
 
-#[allow(clippy::too_many_arguments, reason = "a collective's own arguments")]
+#[expect(clippy::too_many_arguments, reason = "a collective's own arguments")]
 fn issue(
     kind: Kind,
     send: *const c_void,

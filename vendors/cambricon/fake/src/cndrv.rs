@@ -3,8 +3,6 @@
 //! files, mappings that stay inaccessible until `cnMemSetAccess` on the
 //! mapped range, and unmaps of whole mapped ranges only.
 
-#![allow(non_snake_case, reason = "C function names")]
-
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;

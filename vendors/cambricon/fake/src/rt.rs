@@ -2,8 +2,6 @@
 //! queues, memory over the host's, queues, notifiers, host functions and
 //! the per-thread sticky error.
 
-#![allow(non_snake_case, reason = "C function names")]
-
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_uint, c_void};
