@@ -102,4 +102,28 @@ for prog in example roundtrip threads; do
 done
 rm -rf "$ctmp"
 
+step "Cambricon vendor on fake libcnrt, libcncl and libcndrv: dipu selftest, the C ABI with DIPU_VENDOR=cambricon, the not-found error without Neuware, the CNRT signatures against the 161 prototypes of PyPI's bangc-mcp-server 0.3.7 (its Rust tests, collectives on 2 and 4 ranks and every allocator algorithm included, ran under cargo test)"
+neuware="$PWD/target/fake-neuware"
+mkdir -p "$neuware/lib64"
+for lib in cnrt cncl cndrv; do
+  ln -sf "$PWD/target/debug/libdipu_fake_cambricon.so" "$neuware/lib64/lib$lib.so"
+done
+NEUWARE_HOME="$neuware" ./target/debug/dipu selftest --vendor cambricon | tail -n 1
+tmp="$(mktemp -d)"
+DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp" >/dev/null
+for prog in example threads; do
+  cc -std=c11 -Wall -Wextra -Werror -pthread -I ffi/tests/c "ffi/tests/c/$prog.c" \
+    $(PKG_CONFIG_PATH="$tmp/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
+    -Wl,-rpath,"$tmp/lib" -o "$tmp/$prog"
+  NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" "$tmp/$prog" >/dev/null
+done
+if NEUWARE_HOME="$tmp/no-neuware" ./target/debug/dipu info --vendor cambricon 2>"$tmp/err"; then
+  echo "the Cambricon vendor started without Neuware" >&2
+  exit 1
+fi
+grep -q "libcnrt.so not found; looked in: $tmp/no-neuware/lib64 (NEUWARE_HOME)" "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+rm -rf "$tmp"
+./scripts/cambricon-prototypes.sh
+cargo test --locked -p dipu-vendor-cambricon --lib published -- --ignored
+
 step "all checks passed"
