@@ -174,8 +174,9 @@ c_consts! {
     ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED: aclrtMemGranularityOptions = 1;
 }
 
-/// The functions absent from the older (torch-npu 2.1.0) headers: the
-/// vendor works without them.
+/// The functions and constants absent from the older (torch-npu 2.1.0)
+/// headers: the vendor works without the functions, and the error codes
+/// are ones only newer runtimes return.
 pub(crate) const OPTIONAL: &[&str] = &[
     "aclrtLaunchHostFunc",
     "aclrtMemGetAllocationGranularity",
@@ -184,6 +185,10 @@ pub(crate) const OPTIONAL: &[&str] = &[
     "aclrtFreeWithDevSync",
     "ACL_DEV_ATTR_AICORE_CORE_NUM",
     "ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE",
+    "ACL_ERROR_RT_DEVICE_OOM",
+    "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
+    "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
+    "ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED",
 ];
 
 /// The functions without which the vendor does not start.

@@ -77,7 +77,9 @@ impl AscendVendor {
             let mut subscribed = self.subscribed_defaults.lock();
             if !subscribed.contains(&device) {
                 // SAFETY: the default stream of the current device.
-                let code = unsafe { (self.acl.aclrtSubscribeReport()?)(reporter.thread_id, acl_stream(stream)) };
+                let code = unsafe {
+                    (self.acl.aclrtSubscribeReport()?)(reporter.thread_id, acl_stream(stream))
+                };
                 self.acl
                     .check(code, || "aclrtSubscribeReport(default stream)".into())?;
                 subscribed.insert(device);
@@ -86,10 +88,16 @@ impl AscendVendor {
             let mut streams = self.streams.lock();
             let info = streams
                 .get_mut(&(stream.as_raw() as usize))
-                .ok_or_else(|| Error::invalid_argument(format!("{stream:?} is not a live stream of this vendor")))?;
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "{stream:?} is not a live stream of this vendor"
+                    ))
+                })?;
             if !info.subscribed {
                 // SAFETY: a live stream.
-                let code = unsafe { (self.acl.aclrtSubscribeReport()?)(reporter.thread_id, acl_stream(stream)) };
+                let code = unsafe {
+                    (self.acl.aclrtSubscribeReport()?)(reporter.thread_id, acl_stream(stream))
+                };
                 self.acl
                     .check(code, || format!("aclrtSubscribeReport({stream:?})"))?;
                 info.subscribed = true;
@@ -98,10 +106,16 @@ impl AscendVendor {
         // SAFETY: `trampoline` matches aclrtCallback and takes ownership of
         // `data`, which the report thread passes to it once.
         let code = unsafe {
-            (self.acl.aclrtLaunchCallback()?)(Some(trampoline), data, ACL_CALLBACK_BLOCK, acl_stream(stream))
+            (self.acl.aclrtLaunchCallback()?)(
+                Some(trampoline),
+                data,
+                ACL_CALLBACK_BLOCK,
+                acl_stream(stream),
+            )
         };
-        self.acl
-            .check(code, || format!("aclrtLaunchCallback({stream:?}, ACL_CALLBACK_BLOCK)"))
+        self.acl.check(code, || {
+            format!("aclrtLaunchCallback({stream:?}, ACL_CALLBACK_BLOCK)")
+        })
     }
 
     /// `aclrtUnSubscribeReport` for a stream about to be destroyed.
@@ -111,7 +125,8 @@ impl AscendVendor {
     pub(crate) unsafe fn unsubscribe(&self, stream: StreamHandle) -> Result<()> {
         let reporter = self.reporter()?;
         // SAFETY: by the caller's contract.
-        let code = unsafe { (self.acl.aclrtUnSubscribeReport()?)(reporter.thread_id, acl_stream(stream)) };
+        let code =
+            unsafe { (self.acl.aclrtUnSubscribeReport()?)(reporter.thread_id, acl_stream(stream)) };
         self.acl
             .check(code, || format!("aclrtUnSubscribeReport({stream:?})"))
     }
@@ -148,9 +163,9 @@ impl AscendVendor {
                     format!("cannot start the ACL report thread: {e}"),
                 )
             })?;
-        let thread_id = rx.recv().map_err(|_| {
-            Error::new(ErrorKind::Internal, "the ACL report thread ended at once")
-        })?;
+        let thread_id = rx
+            .recv()
+            .map_err(|_| Error::new(ErrorKind::Internal, "the ACL report thread ended at once"))?;
         let kept = self.reporter.get_or_init(|| Reporter {
             thread_id,
             stop: Arc::clone(&stop),

@@ -13,7 +13,9 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::c_void;
 
-use dipu_deviceapi::{CommHandle, CopyKind, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle};
+use dipu_deviceapi::{
+    CommHandle, CopyKind, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle,
+};
 use parking_lot::Mutex;
 
 use crate::hccl::*;
@@ -164,7 +166,12 @@ impl AscendVendor {
     }
 
     /// `HcclCommInitRootInfo`, which binds to the current device.
-    pub(crate) fn init_rank(&self, world_size: i32, unique_id: &[u8], rank: i32) -> Result<CommHandle> {
+    pub(crate) fn init_rank(
+        &self,
+        world_size: i32,
+        unique_id: &[u8],
+        rank: i32,
+    ) -> Result<CommHandle> {
         let hccl = self.hccl()?;
         if unique_id.len() != HCCL_ROOT_INFO_BYTES {
             return Err(Error::invalid_argument(format!(
@@ -186,7 +193,9 @@ impl AscendVendor {
         }
         let mut comm = std::ptr::null_mut();
         // SAFETY: a valid root info and out-pointer.
-        let code = unsafe { (hccl.HcclCommInitRootInfo()?)(world_size as u32, &id, rank as u32, &mut comm) };
+        let code = unsafe {
+            (hccl.HcclCommInitRootInfo()?)(world_size as u32, &id, rank as u32, &mut comm)
+        };
         hccl.check(code, || {
             format!("HcclCommInitRootInfo(world size {world_size}, rank {rank}) on device {device}")
         })?;
@@ -229,19 +238,32 @@ impl AscendVendor {
         // SAFETY: a live communicator and a valid out-pointer.
         let code = unsafe { (hccl.HcclGetCommAsyncError()?)(ptr, &mut state) };
         hccl.check(code, || format!("HcclGetCommAsyncError({comm:?})"))?;
-        hccl.check(state, || format!("the communicator {comm:?} failed asynchronously"))
+        hccl.check(state, || {
+            format!("the communicator {comm:?} failed asynchronously")
+        })
     }
 
     /// `HcclGroupStart`/`End`, else the batching described in the module
     /// documentation.
     pub(crate) fn group(&self, start: bool) -> Result<()> {
         let hccl = self.hccl()?;
-        let native = if start { hccl.HcclGroupStart() } else { hccl.HcclGroupEnd() };
+        let native = if start {
+            hccl.HcclGroupStart()
+        } else {
+            hccl.HcclGroupEnd()
+        };
         if let Ok(f) = native {
             self.bind()?;
             // SAFETY: no arguments; HCCL tracks groups per thread.
             let code = unsafe { f() };
-            return hccl.check(code, || if start { "HcclGroupStart" } else { "HcclGroupEnd" }.into());
+            return hccl.check(code, || {
+                if start {
+                    "HcclGroupStart"
+                } else {
+                    "HcclGroupEnd"
+                }
+                .into()
+            });
         }
         if start {
             GROUP.with(|g| {
@@ -294,7 +316,10 @@ impl AscendVendor {
             let Some((_, batches)) = g.as_mut() else {
                 return false;
             };
-            match batches.iter_mut().find(|b| b.comm == comm as usize && b.stream == stream) {
+            match batches
+                .iter_mut()
+                .find(|b| b.comm == comm as usize && b.stream == stream)
+            {
                 Some(b) => b.items.push(item),
                 None => batches.push(Batch {
                     comm: comm as usize,
@@ -339,7 +364,9 @@ impl AscendVendor {
             Collective::Reduce(o, root) => {
                 let (t, o) = reduced(b.dtype, o, "reduce")?;
                 // SAFETY: as said above the match.
-                unsafe { (hccl.HcclReduce()?)(send, b.recv, b.count as u64, t, o, root as u32, c, s) }
+                unsafe {
+                    (hccl.HcclReduce()?)(send, b.recv, b.count as u64, t, o, root as u32, c, s)
+                }
             }
             Collective::Broadcast(root) => {
                 let (t, n) = moved(b.dtype, b.count)?;
@@ -350,7 +377,9 @@ impl AscendVendor {
                     let is_root = self.ranks.lock().get(&(c as usize)) == Some(&root);
                     if is_root {
                         // SAFETY: both buffers are live device memory.
-                        unsafe { self.copy(b.recv, send, bytes, CopyKind::DeviceToDevice, Some(stream))? };
+                        unsafe {
+                            self.copy(b.recv, send, bytes, CopyKind::DeviceToDevice, Some(stream))?
+                        };
                     }
                 }
                 // SAFETY: as said above the match.
@@ -384,7 +413,10 @@ impl AscendVendor {
             }
         };
         hccl.check(code, || {
-            format!("{op:?} of {} x {:?} on {comm:?}, {stream:?}", b.count, b.dtype)
+            format!(
+                "{op:?} of {} x {:?} on {comm:?}, {stream:?}",
+                b.count, b.dtype
+            )
         })
     }
 }

@@ -41,7 +41,8 @@ impl AscendVendor {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers.
         let code = unsafe { (self.acl.aclrtGetMemInfo()?)(ACL_HBM_MEM, &mut free, &mut total) };
-        self.acl.check(code, || "aclrtGetMemInfo(ACL_HBM_MEM)".into())?;
+        self.acl
+            .check(code, || "aclrtGetMemInfo(ACL_HBM_MEM)".into())?;
         Ok(MemoryInfo {
             free: (free as u64).min(total as u64),
             total: total as u64,
@@ -62,7 +63,13 @@ impl AscendVendor {
         if let Ok(info) = self.acl.aclrtGetDeviceInfo() {
             let mut value = 0i64;
             // SAFETY: a valid out-pointer and a checked device.
-            let code = unsafe { info(device as u32, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE, &mut value) };
+            let code = unsafe {
+                info(
+                    device as u32,
+                    ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE,
+                    &mut value,
+                )
+            };
             self.acl.check(code, || {
                 format!("aclrtGetDeviceInfo({device}, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE)")
             })?;

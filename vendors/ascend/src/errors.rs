@@ -46,7 +46,10 @@ pub(crate) unsafe fn text(s: *const c_char) -> Option<String> {
         return None;
     }
     // SAFETY: non-null and NUL-terminated by the caller's contract.
-    let t = unsafe { CStr::from_ptr(s) }.to_string_lossy().trim().to_owned();
+    let t = unsafe { CStr::from_ptr(s) }
+        .to_string_lossy()
+        .trim()
+        .to_owned();
     (!t.is_empty()).then_some(t)
 }
 

@@ -106,11 +106,7 @@ c_consts! {
 
 /// The functions absent from the older (torch-npu 2.1.0) headers.
 #[cfg(test)]
-pub(crate) const OPTIONAL: &[&str] = &[
-    "HcclGroupStart",
-    "HcclGroupEnd",
-    "HcclGetErrorString",
-];
+pub(crate) const OPTIONAL: &[&str] = &["HcclGroupStart", "HcclGroupEnd", "HcclGetErrorString"];
 
 /// The functions without which the vendor reports no COLLECTIVES.
 pub(crate) const REQUIRED: &[&str] = &[

@@ -102,7 +102,11 @@ impl AscendVendor {
                 "the default stream cannot be destroyed",
             ));
         }
-        let info = self.streams.lock().get(&(stream.as_raw() as usize)).copied();
+        let info = self
+            .streams
+            .lock()
+            .get(&(stream.as_raw() as usize))
+            .copied();
         let info = info.ok_or_else(|| {
             Error::invalid_argument(format!("{stream:?} is not a live stream of this vendor"))
         })?;

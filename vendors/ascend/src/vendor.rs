@@ -256,7 +256,8 @@ impl AscendVendor {
             self.check_device(device)?;
             // SAFETY: a checked device index.
             let code = unsafe { (self.acl.aclrtSetDevice()?)(device) };
-            self.acl.check(code, || format!("aclrtSetDevice({device})"))?;
+            self.acl
+                .check(code, || format!("aclrtSetDevice({device})"))?;
             BOUND.with(|b| b.set(device));
         }
         Ok(device)

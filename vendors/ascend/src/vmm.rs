@@ -43,7 +43,13 @@ impl AscendVendor {
         let mut prop = AclPhysicalMemProp::huge_on(device as u32);
         let mut granularity = 0;
         // SAFETY: a valid property and out-pointer.
-        let code = unsafe { get(&mut prop, ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED, &mut granularity) };
+        let code = unsafe {
+            get(
+                &mut prop,
+                ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+                &mut granularity,
+            )
+        };
         self.acl.check(code, || {
             format!("aclrtMemGetAllocationGranularity(device {device})")
         })?;
@@ -87,8 +93,9 @@ impl AscendVendor {
         }
         // SAFETY: by the caller's contract.
         let code = unsafe { (self.acl.aclrtReleaseMemAddress()?)(ptr) };
-        self.acl
-            .check(code, || format!("aclrtReleaseMemAddress({ptr:p}, {bytes} bytes)"))
+        self.acl.check(code, || {
+            format!("aclrtReleaseMemAddress({ptr:p}, {bytes} bytes)")
+        })
     }
 
     /// `aclrtMallocPhysical` of huge-page device memory on the current device.
@@ -111,7 +118,9 @@ impl AscendVendor {
     pub(crate) unsafe fn release_chunk(&self, handle: PhysicalMemHandle) -> Result<()> {
         self.vmm_ready()?;
         // SAFETY: by the caller's contract.
-        let code = unsafe { (self.acl.aclrtFreePhysical()?)(handle.as_raw() as usize as aclrtDrvMemHandle) };
+        let code = unsafe {
+            (self.acl.aclrtFreePhysical()?)(handle.as_raw() as usize as aclrtDrvMemHandle)
+        };
         self.acl
             .check(code, || format!("aclrtFreePhysical({handle:?})"))
     }
@@ -131,8 +140,9 @@ impl AscendVendor {
         let chunk = handle.as_raw() as usize as aclrtDrvMemHandle;
         // SAFETY: by the caller's contract; offset and flags are 0.
         let code = unsafe { (self.acl.aclrtMapMem()?)(ptr, bytes, 0, chunk, 0) };
-        self.acl
-            .check(code, || format!("aclrtMapMem({ptr:p}, {bytes} bytes, {handle:?})"))?;
+        self.acl.check(code, || {
+            format!("aclrtMapMem({ptr:p}, {bytes} bytes, {handle:?})")
+        })?;
         self.mappings.lock().insert(ptr as usize, bytes);
         Ok(())
     }
