@@ -124,14 +124,31 @@ pub(crate) fn device_of(ptr: usize, len: usize) -> R<Option<i32>> {
     if ptr >= start + region.len.max(1) {
         return Ok(None);
     }
-    if ptr + len > start + region.len {
-        return fail(
-            code::RT_PARAM_INVALID,
-            format!("{len} bytes at {ptr:#x} run past the end of the region at {start:#x} ({} bytes)", region.len),
-        );
+    // A range may run on into regions that follow without a gap (adjacent
+    // mappings of a reservation), on the same device.
+    let mut end = start + region.len;
+    while ptr + len > end {
+        match regions.get(&end) {
+            Some(next) if next.kind.device() == region.kind.device() && next.kind.device().is_some() => {
+                end += next.len
+            }
+            _ => {
+                return fail(
+                    code::RT_PARAM_INVALID,
+                    format!("{len} bytes at {ptr:#x} run past the end of the region at {start:#x} ({} bytes)", region.len),
+                )
+            }
+        }
     }
-    Ok(match region.kind {
-        Kind::Device { device, .. } | Kind::Mapped { device } => Some(device),
-        Kind::Host => None,
-    })
+    Ok(region.kind.device())
+}
+
+impl Kind {
+    /// The device of device memory; `None` for host memory.
+    pub(crate) fn device(self) -> Option<i32> {
+        match self {
+            Kind::Device { device, .. } | Kind::Mapped { device } => Some(device),
+            Kind::Host => None,
+        }
+    }
 }
