@@ -1,8 +1,9 @@
 //! [`AscendVendor`]: opening the two libraries, `aclInit`, the per-thread
 //! current device, and what the vendor reports (version, capabilities).
 
-use std::cell::Cell;
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use dipu_deviceapi::{Capabilities, Error, ErrorKind, Result};
@@ -13,11 +14,18 @@ use crate::callbacks::Reporter;
 use crate::hccl::{Hccl, REQUIRED as HCCL_REQUIRED};
 use crate::search::{LibrarySearch, ACL, HCCL};
 
+/// Per thread and vendor instance: the device the trait calls current
+/// (default 0), and the one this thread last passed to `aclrtSetDevice`
+/// (-1: none). Keyed by the vendor's id, so two vendors on two ACL
+/// libraries in one process (tests) do not share it.
+#[derive(Debug, Clone, Copy)]
+struct ThreadDevice {
+    current: i32,
+    bound: i32,
+}
+
 thread_local! {
-    /// The device the trait calls current on this thread (default 0).
-    static CURRENT: Cell<i32> = const { Cell::new(0) };
-    /// The device this thread last passed to `aclrtSetDevice` (-1: none).
-    static BOUND: Cell<i32> = const { Cell::new(-1) };
+    static DEVICES: RefCell<HashMap<u64, ThreadDevice>> = RefCell::new(HashMap::new());
 }
 
 /// The Ascend vendor: the ACL runtime for devices, memory, streams, events
@@ -48,6 +56,8 @@ pub struct AscendVendor {
     /// Each communicator's rank.
     pub(crate) ranks: crate::collectives::Ranks,
     version: String,
+    /// This instance's key in the per-thread device table.
+    id: u64,
 }
 
 impl std::fmt::Debug for AscendVendor {
@@ -143,6 +153,10 @@ impl AscendVendor {
             aborted: Default::default(),
             ranks: Default::default(),
             version: String::new(),
+            id: {
+                static NEXT: AtomicU64 = AtomicU64::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            },
         };
         vendor.version = vendor.describe();
         Ok(vendor)
@@ -236,13 +250,33 @@ impl AscendVendor {
     /// The calling thread's current device (0 until it sets one). Unlike
     /// `aclrtGetDevice`, this works on a thread that never set a device.
     pub(crate) fn current(&self) -> Result<i32> {
-        Ok(CURRENT.with(Cell::get))
+        Ok(self.thread_device().current)
+    }
+
+    fn thread_device(&self) -> ThreadDevice {
+        DEVICES.with(|d| {
+            *d.borrow_mut().entry(self.id).or_insert(ThreadDevice {
+                current: 0,
+                bound: -1,
+            })
+        })
+    }
+
+    fn update(&self, f: impl FnOnce(&mut ThreadDevice)) {
+        DEVICES.with(|d| {
+            let mut d = d.borrow_mut();
+            let entry = d.entry(self.id).or_insert(ThreadDevice {
+                current: 0,
+                bound: -1,
+            });
+            f(entry);
+        });
     }
 
     /// Makes `device` current for the calling thread.
     pub(crate) fn set_current(&self, device: i32) -> Result<()> {
         self.check_device(device)?;
-        CURRENT.with(|c| c.set(device));
+        self.update(|d| d.current = device);
         self.bind().map(|_| ())
     }
 
@@ -251,14 +285,17 @@ impl AscendVendor {
     /// counted, and the device stays set for the thread's life), and
     /// returns it.
     pub(crate) fn bind(&self) -> Result<i32> {
-        let device = CURRENT.with(Cell::get);
-        if BOUND.with(Cell::get) != device {
+        let ThreadDevice {
+            current: device,
+            bound,
+        } = self.thread_device();
+        if bound != device {
             self.check_device(device)?;
             // SAFETY: a checked device index.
             let code = unsafe { (self.acl.aclrtSetDevice()?)(device) };
             self.acl
                 .check(code, || format!("aclrtSetDevice({device})"))?;
-            BOUND.with(|b| b.set(device));
+            self.update(|d| d.bound = device);
         }
         Ok(device)
     }
@@ -266,14 +303,14 @@ impl AscendVendor {
     /// Runs `f` with `device` current in ACL, then restores the trait's
     /// current device.
     pub(crate) fn on_device<T>(&self, device: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let previous = CURRENT.with(Cell::get);
+        let previous = self.thread_device().current;
         if previous == device {
             self.bind()?;
             return f();
         }
         self.set_current(device)?;
         let result = f();
-        CURRENT.with(|c| c.set(previous));
+        self.update(|d| d.current = previous);
         let restored = self.bind();
         let value = result?;
         restored?;

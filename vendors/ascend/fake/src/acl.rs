@@ -24,13 +24,18 @@ macro_rules! acl {
     )*};
 }
 
+/// Runs an HCCL function's body; an ACL failure becomes `HCCL_E_RUNTIME`.
+fn hccl_run(symbol: &'static str, body: impl FnOnce() -> crate::entry::R) -> i32 {
+    run(symbol, hccl::E_INTERNAL, || body().map_err(hccl::from_acl))
+}
+
 /// HCCL functions, whose ACL failures become `HCCL_E_RUNTIME`.
 macro_rules! hccl_fns {
     ($( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block )*) => {$(
         $(#[$m])*
         #[no_mangle]
         extern "C" fn $name($($a: $t),*) -> i32 {
-            run(stringify!($name), hccl::E_INTERNAL, || (|| $body)().map_err(hccl::from_acl))
+            hccl_run(stringify!($name), || $body)
         }
     )*};
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::entry::{code, fail, R, IN_CALLBACK};
+use crate::entry::{code, fail, IN_CALLBACK, R};
 use crate::streams::{resolve, Model, Stream};
 
 /// A C callback and its argument.
@@ -75,11 +75,14 @@ fn use_model(stream: &Stream, model: Model) -> R {
     }
 }
 
+/// A callback for the callback thread, and its done signal.
+type Job = (Call, Arc<Done>);
+
 /// The thread that runs `aclrtLaunchHostFunc` callbacks.
-fn host_func_thread() -> &'static Mutex<Sender<(Call, Arc<Done>)>> {
-    static THREAD: OnceLock<Mutex<Sender<(Call, Arc<Done>)>>> = OnceLock::new();
+fn host_func_thread() -> &'static Mutex<Sender<Job>> {
+    static THREAD: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     THREAD.get_or_init(|| {
-        let (tx, rx) = channel::<(Call, Arc<Done>)>();
+        let (tx, rx) = channel::<Job>();
         let _ = std::thread::Builder::new()
             .name("fake-acl-callback".into())
             .spawn(move || {
@@ -93,7 +96,10 @@ fn host_func_thread() -> &'static Mutex<Sender<(Call, Arc<Done>)>> {
 }
 
 /// `aclrtLaunchHostFunc`.
-#[cfg_attr(feature = "old-cann", expect(dead_code, reason = "not exported by the old build"))]
+#[cfg_attr(
+    feature = "old-cann",
+    expect(dead_code, reason = "not exported by the old build")
+)]
 pub(crate) fn launch_host_func(
     stream: *mut c_void,
     f: Option<unsafe extern "C" fn(*mut c_void)>,
@@ -104,10 +110,17 @@ pub(crate) fn launch_host_func(
     };
     let s = resolve(stream)?;
     use_model(&s, Model::HostFunc)?;
-    let call = Call { f, arg: arg as usize };
+    let call = Call {
+        f,
+        arg: arg as usize,
+    };
     s.enqueue(Box::new(move || {
         let done = Arc::new(Done::default());
-        if host_func_thread().lock().send((call, Arc::clone(&done))).is_ok() {
+        if host_func_thread()
+            .lock()
+            .send((call, Arc::clone(&done)))
+            .is_ok()
+        {
             done.wait();
         }
     }))
@@ -122,7 +135,13 @@ struct Reports {
 
 fn reports(thread: u64) -> Arc<Reports> {
     static REPORTS: OnceLock<Mutex<HashMap<u64, Arc<Reports>>>> = OnceLock::new();
-    Arc::clone(REPORTS.get_or_init(Default::default).lock().entry(thread).or_default())
+    Arc::clone(
+        REPORTS
+            .get_or_init(Default::default)
+            .lock()
+            .entry(thread)
+            .or_default(),
+    )
 }
 
 /// `aclrtSubscribeReport`.
@@ -146,7 +165,10 @@ pub(crate) fn unsubscribe(thread: u64, stream: *mut c_void) -> R {
     let s = resolve(stream)?;
     let mut subscriber = s.subscriber.lock();
     if *subscriber != Some(thread) {
-        return fail(code::RT_PARAM_INVALID, format!("the stream is not subscribed to thread {thread}"));
+        return fail(
+            code::RT_PARAM_INVALID,
+            format!("the stream is not subscribed to thread {thread}"),
+        );
     }
     *subscriber = None;
     Ok(())
@@ -170,7 +192,10 @@ pub(crate) fn launch_callback(
         );
     };
     use_model(&s, Model::Report)?;
-    let call = Call { f, arg: arg as usize };
+    let call = Call {
+        f,
+        arg: arg as usize,
+    };
     let blocking = block == 1;
     s.enqueue(Box::new(move || {
         let done = Arc::new(Done::default());
@@ -187,7 +212,10 @@ pub(crate) fn launch_callback(
 /// to `timeout` ms (-1: forever).
 pub(crate) fn process(timeout: i32) -> R {
     if timeout == 0 || timeout < -1 {
-        return fail(code::INVALID_PARAM, format!("timeout {timeout}: -1 or a positive number of ms"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("timeout {timeout}: -1 or a positive number of ms"),
+        );
     }
     // SAFETY: no preconditions.
     let me = unsafe { libc::pthread_self() } as u64;
@@ -204,7 +232,10 @@ pub(crate) fn process(timeout: i32) -> R {
         match deadline {
             Some(d) => {
                 if r.arrived.wait_until(&mut queue, d).timed_out() && queue.is_empty() {
-                    return fail(code::RT_REPORT_TIMEOUT, "no callback arrived within the timeout");
+                    return fail(
+                        code::RT_REPORT_TIMEOUT,
+                        "no callback arrived within the timeout",
+                    );
                 }
             }
             None => r.arrived.wait(&mut queue),

@@ -63,7 +63,9 @@ fn read() -> Result<Config, String> {
         None => 2,
     };
     let memory = match var("DIPU_FAKE_MEMORY") {
-        Some(v) => bytes(&v).ok_or_else(|| format!("DIPU_FAKE_MEMORY={v:?}: expected bytes, e.g. 512M"))?,
+        Some(v) => {
+            bytes(&v).ok_or_else(|| format!("DIPU_FAKE_MEMORY={v:?}: expected bytes, e.g. 512M"))?
+        }
         None => 1 << 30,
     };
     let latency = match var("DIPU_FAKE_LATENCY_US") {

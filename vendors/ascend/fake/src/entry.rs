@@ -66,7 +66,8 @@ pub(crate) fn run(symbol: &'static str, internal: i32, body: impl FnOnce() -> R)
     // "不应该调用资源申请、资源释放、Stream同步、Device同步、任务下发…等接口"
     // (aclrtLaunchHostFunc.md): a callback must not call the runtime.
     if IN_CALLBACK.with(Cell::get) {
-        let text = format!("{symbol}: called from a host callback, which must not call ACL or HCCL");
+        let text =
+            format!("{symbol}: called from a host callback, which must not call ACL or HCCL");
         set_message(&text);
         crate::trace::call(symbol, internal, &text);
         return internal;
@@ -78,7 +79,10 @@ pub(crate) fn run(symbol: &'static str, internal: i32, body: impl FnOnce() -> R)
         return code;
     }
     let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
-        fail(internal, format!("{symbol}: the fake panicked (a bug in the fake)"))
+        fail(
+            internal,
+            format!("{symbol}: the fake panicked (a bug in the fake)"),
+        )
     });
     match result {
         Ok(()) => {

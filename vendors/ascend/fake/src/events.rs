@@ -57,7 +57,15 @@ fn get(handle: *mut c_void) -> R<Arc<Event>> {
         .lock()
         .get(&(handle as usize))
         .cloned()
-        .map_or_else(|| fail(code::RT_INVALID_HANDLE, format!("{handle:p} is not a live event")), Ok)
+        .map_or_else(
+            || {
+                fail(
+                    code::RT_INVALID_HANDLE,
+                    format!("{handle:p} is not a live event"),
+                )
+            },
+            Ok,
+        )
 }
 
 /// `aclrtCreateEventWithFlag`. Events with `ACL_EVENT_SYNC` are limited per
@@ -65,11 +73,17 @@ fn get(handle: *mut c_void) -> R<Arc<Event>> {
 pub(crate) fn create(event: *mut *mut c_void, flags: u32) -> R {
     let device = state::current()?;
     if flags & !(SYNC | TIME_LINE) != 0 {
-        return fail(code::INVALID_PARAM, format!("flags {flags:#x}: the fake knows SYNC and TIME_LINE"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("flags {flags:#x}: the fake knows SYNC and TIME_LINE"),
+        );
     }
     let dev = state::device(device)?;
     if flags & SYNC != 0 {
-        let limit = crate::config::get().faults.event_limit.unwrap_or(SYNC_EVENT_LIMIT);
+        let limit = crate::config::get()
+            .faults
+            .event_limit
+            .unwrap_or(SYNC_EVENT_LIMIT);
         if dev.sync_events.fetch_add(1, Ordering::AcqRel) >= limit {
             dev.sync_events.fetch_sub(1, Ordering::AcqRel);
             return fail(
@@ -95,7 +109,9 @@ pub(crate) fn destroy(handle: *mut c_void) -> R {
     let e = get(handle)?;
     events().lock().remove(&(handle as usize));
     if e.flags & SYNC != 0 {
-        state::device(e.device)?.sync_events.fetch_sub(1, Ordering::AcqRel);
+        state::device(e.device)?
+            .sync_events
+            .fetch_sub(1, Ordering::AcqRel);
     }
     Ok(())
 }
@@ -105,7 +121,10 @@ pub(crate) fn record(handle: *mut c_void, stream: *mut c_void) -> R {
     let e = get(handle)?;
     let s = resolve(stream)?;
     if s.device != e.device {
-        return fail(code::RT_STREAM_CONTEXT, "the stream and the event belong to different devices");
+        return fail(
+            code::RT_STREAM_CONTEXT,
+            "the stream and the event belong to different devices",
+        );
     }
     let generation = {
         let mut marks = e.marks.lock();
@@ -126,7 +145,11 @@ pub(crate) fn record(handle: *mut c_void, stream: *mut c_void) -> R {
 pub(crate) fn query(handle: *mut c_void, status: *mut i32) -> R {
     let e = get(handle)?;
     let marks = e.marks.lock();
-    out(status, i32::from(marks.completed >= marks.recorded), "status")
+    out(
+        status,
+        i32::from(marks.completed >= marks.recorded),
+        "status",
+    )
 }
 
 /// `aclrtSynchronizeEvent`.
@@ -159,11 +182,17 @@ pub(crate) fn elapsed(ms: *mut f32, start: *mut c_void, end: *mut c_void) -> R {
     for (name, handle) in [("start", start), ("end", end)] {
         let e = get(handle)?;
         if e.flags & TIME_LINE == 0 {
-            return fail(code::RT_PARAM_INVALID, format!("the {name} event has no ACL_EVENT_TIME_LINE"));
+            return fail(
+                code::RT_PARAM_INVALID,
+                format!("the {name} event has no ACL_EVENT_TIME_LINE"),
+            );
         }
         let marks = e.marks.lock();
         if marks.recorded == 0 {
-            return fail(code::RT_PARAM_INVALID, format!("the {name} event was never recorded"));
+            return fail(
+                code::RT_PARAM_INVALID,
+                format!("the {name} event was never recorded"),
+            );
         }
         if marks.completed < marks.recorded {
             return fail(507_006, format!("the {name} event is not complete"));

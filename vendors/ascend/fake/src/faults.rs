@@ -40,7 +40,9 @@ impl Faults {
             let mut parts = entry.splitn(2, ':');
             match (parts.next(), parts.next()) {
                 (Some("no_peer"), None) => faults.no_peer = true,
-                (Some("events"), Some(n)) => faults.event_limit = Some(n.parse().map_err(|_| bad())?),
+                (Some("events"), Some(n)) => {
+                    faults.event_limit = Some(n.parse().map_err(|_| bad())?)
+                }
                 (Some("hccl_timeout_ms"), Some(n)) => {
                     faults.hccl_timeout_ms = Some(n.parse().map_err(|_| bad())?)
                 }

@@ -42,14 +42,22 @@ pub(crate) const E_RUNTIME: i32 = 15;
 /// An ACL failure inside an HCCL call becomes `HCCL_E_RUNTIME`.
 pub(crate) fn from_acl(f: Fail) -> Fail {
     if f.code >= 100 {
-        Fail { code: E_RUNTIME, message: f.message }
+        Fail {
+            code: E_RUNTIME,
+            message: f.message,
+        }
     } else {
         f
     }
 }
 
 fn timeout() -> Duration {
-    Duration::from_millis(crate::config::get().faults.hccl_timeout_ms.unwrap_or(60_000))
+    Duration::from_millis(
+        crate::config::get()
+            .faults
+            .hccl_timeout_ms
+            .unwrap_or(60_000),
+    )
 }
 
 /// What a rank brings to a collective.
@@ -94,7 +102,11 @@ struct Clique {
 impl Clique {
     /// Waits until `done` holds; `Err` after the timeout or when another
     /// rank timed out (the clique is then failed for everyone).
-    fn wait(&self, guard: &mut MutexGuard<'_, CliqueState>, done: impl Fn(&CliqueState) -> bool) -> R {
+    fn wait(
+        &self,
+        guard: &mut MutexGuard<'_, CliqueState>,
+        done: impl Fn(&CliqueState) -> bool,
+    ) -> R {
         let deadline = Instant::now() + timeout();
         while !done(guard) {
             if guard.failed {
@@ -103,7 +115,10 @@ impl Clique {
             if self.changed.wait_until(guard, deadline).timed_out() && !done(guard) {
                 guard.failed = true;
                 self.changed.notify_all();
-                return fail(E_TIMEOUT, format!("the other ranks did not arrive within {:?}", timeout()));
+                return fail(
+                    E_TIMEOUT,
+                    format!("the other ranks did not arrive within {:?}", timeout()),
+                );
             }
         }
         Ok(())
@@ -124,11 +139,10 @@ fn comms() -> &'static Mutex<HashMap<usize, Arc<Comm>>> {
 }
 
 fn comm(handle: *mut c_void) -> R<Arc<Comm>> {
-    comms()
-        .lock()
-        .get(&(handle as usize))
-        .cloned()
-        .map_or_else(|| fail(E_PTR, format!("{handle:p} is not a live communicator")), Ok)
+    comms().lock().get(&(handle as usize)).cloned().map_or_else(
+        || fail(E_PTR, format!("{handle:p} is not a live communicator")),
+        Ok,
+    )
 }
 
 /// `HcclGetRootInfo`.
@@ -159,17 +173,27 @@ pub(crate) fn init(n: u32, info: *const u8, rank: u32, out_comm: *mut *mut c_voi
     // SAFETY: non-null; a whole HcclRootInfo by the prototype.
     unsafe { std::ptr::copy_nonoverlapping(info, bytes.as_mut_ptr(), 20) };
     if &bytes[..8] != MAGIC || bytes[16..20] != std::process::id().to_ne_bytes() {
-        return fail(E_PARA, "not a root info of this fake in this process (ranks are threads of one process)");
+        return fail(
+            E_PARA,
+            "not a root info of this fake in this process (ranks are threads of one process)",
+        );
     }
     let id = u64::from_ne_bytes(bytes[8..16].try_into().unwrap_or_default());
     static CLIQUES: OnceLock<Mutex<HashMap<u64, Arc<Clique>>>> = OnceLock::new();
     let clique = {
         let mut cliques = CLIQUES.get_or_init(Default::default).lock();
         let c = cliques.entry(id).or_insert_with(|| {
-            Arc::new(Clique { size: n as usize, state: Mutex::default(), changed: Condvar::new() })
+            Arc::new(Clique {
+                size: n as usize,
+                state: Mutex::default(),
+                changed: Condvar::new(),
+            })
         });
         if c.size != n as usize {
-            return fail(E_PARA, format!("rank {rank} says {n} ranks, another said {}", c.size));
+            return fail(
+                E_PARA,
+                format!("rank {rank} says {n} ranks, another said {}", c.size),
+            );
         }
         let c = Arc::clone(c);
         if c.state.lock().joined + 1 == n as usize {
@@ -183,7 +207,12 @@ pub(crate) fn init(n: u32, info: *const u8, rank: u32, out_comm: *mut *mut c_voi
         clique.changed.notify_all();
         clique.wait(&mut s, |s| s.joined >= n as usize)?;
     }
-    let c = Arc::new(Comm { clique, rank, next: AtomicU64::new(0), error: AtomicI32::new(0) });
+    let c = Arc::new(Comm {
+        clique,
+        rank,
+        next: AtomicU64::new(0),
+        error: AtomicI32::new(0),
+    });
     let handle = Arc::as_ptr(&c) as usize;
     comms().lock().insert(handle, c);
     out(out_comm, handle as *mut c_void, "comm")
@@ -203,7 +232,10 @@ pub(crate) fn async_error(handle: *mut c_void, error: *mut i32) -> R {
 }
 
 /// `HcclGetRankSize`.
-#[cfg_attr(feature = "old-cann", expect(dead_code, reason = "not exported by the old build"))]
+#[cfg_attr(
+    feature = "old-cann",
+    expect(dead_code, reason = "not exported by the old build")
+)]
 pub(crate) fn rank_size(handle: *mut c_void, size: *mut u32) -> R {
     let c = comm(handle)?;
     out(size, c.clique.size as u32, "rankSize")
@@ -238,7 +270,10 @@ pub(crate) fn collective(
     }
     let reduces = matches!(what, what::ALL_REDUCE | what::REDUCE_SCATTER | what::REDUCE);
     if reduces && Op::from_code(op).is_none() {
-        return fail(E_PARA, format!("reduce op {op} does not exist (HCCL has sum, prod, max and min)"));
+        return fail(
+            E_PARA,
+            format!("reduce op {op} does not exist (HCCL has sum, prod, max and min)"),
+        );
     }
     if (what != what::BROADCAST && send.is_null()) || recv.is_null() && count > 0 {
         return fail(E_PTR, "null buffer");
@@ -246,7 +281,15 @@ pub(crate) fn collective(
     if root as usize >= c.clique.size && matches!(what, what::BROADCAST | what::REDUCE) {
         return fail(E_PARA, format!("root {root} of {} ranks", c.clique.size));
     }
-    let deposit = Deposit { what, send: send as usize, recv: recv as usize, count, dtype, op, root };
+    let deposit = Deposit {
+        what,
+        send: send as usize,
+        recv: recv as usize,
+        count,
+        dtype,
+        op,
+        root,
+    };
     let seq = c.next.fetch_add(1, Ordering::AcqRel);
     s.enqueue(Box::new(move || {
         if let Err(f) = run(&c, seq, deposit) {
@@ -274,12 +317,25 @@ fn run(c: &Comm, seq: u64, mine: Deposit) -> R {
         slot.deposits.resize(n, None);
         slot.deposits[me] = Some(mine);
         c.clique.changed.notify_all();
-        c.clique.wait(&mut s, |s| s.slots.get(&seq).is_some_and(|slot| slot.deposits.iter().all(Option::is_some)))?;
-        s.slots[&seq].deposits.iter().flatten().copied().collect::<Vec<_>>()
+        c.clique.wait(&mut s, |s| {
+            s.slots
+                .get(&seq)
+                .is_some_and(|slot| slot.deposits.iter().all(Option::is_some))
+        })?;
+        s.slots[&seq]
+            .deposits
+            .iter()
+            .flatten()
+            .copied()
+            .collect::<Vec<_>>()
     };
-    let agreed = all
-        .iter()
-        .all(|d| d.what == mine.what && d.count == mine.count && d.dtype == mine.dtype && d.op == mine.op && d.root == mine.root);
+    let agreed = all.iter().all(|d| {
+        d.what == mine.what
+            && d.count == mine.count
+            && d.dtype == mine.dtype
+            && d.op == mine.op
+            && d.root == mine.root
+    });
     let elem = size_of(mine.dtype).unwrap_or(1);
     let len = mine.count as usize * elem;
     let result: Option<Vec<u8>> = if !agreed {
@@ -302,9 +358,14 @@ fn run(c: &Comm, seq: u64, mine: Deposit) -> R {
                 }
                 Some(acc)
             }
-            what::ALL_GATHER => Some(all.iter().flat_map(|d| bytes_of(d.send, len).iter().copied()).collect()),
+            what::ALL_GATHER => Some(
+                all.iter()
+                    .flat_map(|d| bytes_of(d.send, len).iter().copied())
+                    .collect(),
+            ),
             // In place: the root's buffer goes to everyone else's.
-            _ => (mine.root as usize != me).then(|| bytes_of(all[mine.root as usize].recv, len).to_vec()),
+            _ => (mine.root as usize != me)
+                .then(|| bytes_of(all[mine.root as usize].recv, len).to_vec()),
         }
     };
     {
@@ -313,7 +374,9 @@ fn run(c: &Comm, seq: u64, mine: Deposit) -> R {
             slot.past_second += 1;
         }
         c.clique.changed.notify_all();
-        c.clique.wait(&mut s, |s| s.slots.get(&seq).is_none_or(|slot| slot.past_second >= n))?;
+        c.clique.wait(&mut s, |s| {
+            s.slots.get(&seq).is_none_or(|slot| slot.past_second >= n)
+        })?;
         let gone = s.slots.get_mut(&seq).is_some_and(|slot| {
             slot.left += 1;
             slot.left >= n
@@ -323,7 +386,10 @@ fn run(c: &Comm, seq: u64, mine: Deposit) -> R {
         }
     }
     if !agreed {
-        return fail(E_PARA, "the ranks called different collectives or with different counts, types or roots");
+        return fail(
+            E_PARA,
+            "the ranks called different collectives or with different counts, types or roots",
+        );
     }
     if let Some(out) = result {
         // SAFETY: this rank's receive buffer, of the collective's size.
@@ -355,11 +421,14 @@ fn exchange(c: &Comm, items: &[Item]) -> R {
         let bytes = it.count as usize * size_of(it.data_type).unwrap_or(1);
         let taken = Arc::new((Mutex::new(false), Condvar::new()));
         let mut s = c.clique.state.lock();
-        s.pairs.entry((c.rank, it.remote_rank)).or_default().push_back(Message {
-            ptr: it.buf as usize,
-            bytes,
-            taken: Arc::clone(&taken),
-        });
+        s.pairs
+            .entry((c.rank, it.remote_rank))
+            .or_default()
+            .push_back(Message {
+                ptr: it.buf as usize,
+                bytes,
+                taken: Arc::clone(&taken),
+            });
         c.clique.changed.notify_all();
         posted.push(taken);
     }
@@ -368,7 +437,8 @@ fn exchange(c: &Comm, items: &[Item]) -> R {
         let key = (it.remote_rank, c.rank);
         let message = {
             let mut s = c.clique.state.lock();
-            c.clique.wait(&mut s, |s| s.pairs.get(&key).is_some_and(|q| !q.is_empty()))?;
+            c.clique
+                .wait(&mut s, |s| s.pairs.get(&key).is_some_and(|q| !q.is_empty()))?;
             s.pairs.get_mut(&key).and_then(VecDeque::pop_front)
         };
         let Some(m) = message else { continue };
@@ -378,7 +448,13 @@ fn exchange(c: &Comm, items: &[Item]) -> R {
         *m.taken.0.lock() = true;
         m.taken.1.notify_all();
         if m.bytes != bytes {
-            return fail(E_PARA, format!("rank {} sent {} bytes, rank {} expected {bytes}", it.remote_rank, m.bytes, c.rank));
+            return fail(
+                E_PARA,
+                format!(
+                    "rank {} sent {} bytes, rank {} expected {bytes}",
+                    it.remote_rank, m.bytes, c.rank
+                ),
+            );
         }
     }
     let deadline = Instant::now() + timeout();
@@ -393,9 +469,13 @@ fn exchange(c: &Comm, items: &[Item]) -> R {
     Ok(())
 }
 
+/// An open group: its depth and the held items, with their communicator
+/// and stream.
+type Group = (u32, Vec<(usize, usize, Item)>);
+
 thread_local! {
     /// `HcclGroupStart` depth and the sends and receives held for `HcclGroupEnd`.
-    static GROUP: RefCell<Option<(u32, Vec<(usize, usize, Item)>)>> = const { RefCell::new(None) };
+    static GROUP: RefCell<Option<Group>> = const { RefCell::new(None) };
 }
 
 /// `HcclBatchSendRecv` (and a single `HcclSend`/`HcclRecv`, or one held
@@ -404,13 +484,21 @@ pub(crate) fn batch(items: &[Item], handle: *mut c_void, stream: *mut c_void) ->
     let c = comm(handle)?;
     let s = resolve(stream).map_err(from_acl)?;
     for it in items {
-        if it.buf.is_null() || it.send_recv_type > 1 || it.remote_rank as usize >= c.clique.size || size_of(it.data_type).is_none() {
+        if it.buf.is_null()
+            || it.send_recv_type > 1
+            || it.remote_rank as usize >= c.clique.size
+            || size_of(it.data_type).is_none()
+        {
             return fail(E_PARA, format!("bad send/recv item {it:?}"));
         }
     }
     let held = GROUP.with(|g| match g.borrow_mut().as_mut() {
         Some((_, list)) => {
-            list.extend(items.iter().map(|it| (handle as usize, stream as usize, *it)));
+            list.extend(
+                items
+                    .iter()
+                    .map(|it| (handle as usize, stream as usize, *it)),
+            );
             true
         }
         None => false,
@@ -429,7 +517,10 @@ pub(crate) fn batch(items: &[Item], handle: *mut c_void, stream: *mut c_void) ->
 }
 
 /// `HcclGroupStart`.
-#[cfg_attr(feature = "old-cann", expect(dead_code, reason = "not exported by the old build"))]
+#[cfg_attr(
+    feature = "old-cann",
+    expect(dead_code, reason = "not exported by the old build")
+)]
 pub(crate) fn group_start() -> R {
     GROUP.with(|g| {
         let mut g = g.borrow_mut();
@@ -443,7 +534,10 @@ pub(crate) fn group_start() -> R {
 
 /// `HcclGroupEnd`: the held sends and receives go out, one batch per
 /// communicator and stream.
-#[cfg_attr(feature = "old-cann", expect(dead_code, reason = "not exported by the old build"))]
+#[cfg_attr(
+    feature = "old-cann",
+    expect(dead_code, reason = "not exported by the old build")
+)]
 pub(crate) fn group_end() -> R {
     let held = GROUP.with(|g| {
         let mut g = g.borrow_mut();
@@ -473,7 +567,10 @@ pub(crate) fn group_end() -> R {
 }
 
 /// `HcclGetErrorString`.
-#[cfg_attr(feature = "old-cann", expect(dead_code, reason = "not exported by the old build"))]
+#[cfg_attr(
+    feature = "old-cann",
+    expect(dead_code, reason = "not exported by the old build")
+)]
 pub(crate) fn error_string(code: i32) -> &'static std::ffi::CStr {
     match code {
         0 => c"success",

@@ -20,8 +20,10 @@ fn round_up(n: usize, to: usize) -> Option<usize> {
 }
 
 fn layout(len: usize) -> R<Layout> {
-    Layout::from_size_align(len.max(1), ALIGN)
-        .map_or_else(|_| fail(code::INVALID_PARAM, format!("{len} bytes is too large")), Ok)
+    Layout::from_size_align(len.max(1), ALIGN).map_or_else(
+        |_| fail(code::INVALID_PARAM, format!("{len} bytes is too large")),
+        Ok,
+    )
 }
 
 /// `aclrtMalloc` (`pad`: "向上对齐成32字节整数倍后再多加32字节", aclrtMalloc.md)
@@ -108,14 +110,25 @@ pub(crate) fn free(ptr: *mut c_void) -> R {
         kind: Kind::Device { device, counted },
     }) = region
     else {
-        return fail(code::INVALID_PARAM, format!("{ptr:p} is not memory from aclrtMalloc"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("{ptr:p} is not memory from aclrtMalloc"),
+        );
     };
-    state::device(device)?.used.fetch_sub(counted, Ordering::AcqRel);
+    state::device(device)?
+        .used
+        .fetch_sub(counted, Ordering::AcqRel);
     let pending: u64 = of_device(device).iter().map(|s| s.pending()).sum();
     if pending > 0 {
-        crate::trace::call("aclrtFree", 0, &format!("{pending} tasks still queued on device {device}"));
+        crate::trace::call(
+            "aclrtFree",
+            0,
+            &format!("{pending} tasks still queued on device {device}"),
+        );
     }
-    graveyard().lock().push((device, ptr as usize, layout(len)?));
+    graveyard()
+        .lock()
+        .push((device, ptr as usize, layout(len)?));
     drain_graveyard();
     Ok(())
 }
@@ -131,7 +144,13 @@ pub(crate) fn malloc_host(ptr: *mut *mut c_void, size: usize) -> R {
     if p.is_null() {
         return fail(code::RT_MEMORY_ALLOCATION, "the host is out of memory");
     }
-    regions().lock().insert(p as usize, Region { len: size, kind: Kind::Host });
+    regions().lock().insert(
+        p as usize,
+        Region {
+            len: size,
+            kind: Kind::Host,
+        },
+    );
     out(ptr, p.cast(), "hostPtr")
 }
 
@@ -141,12 +160,17 @@ pub(crate) fn free_host(ptr: *mut c_void) -> R {
     let removed = {
         let mut regions = regions().lock();
         match regions.get(&(ptr as usize)) {
-            Some(Region { kind: Kind::Host, .. }) => regions.remove(&(ptr as usize)),
+            Some(Region {
+                kind: Kind::Host, ..
+            }) => regions.remove(&(ptr as usize)),
             _ => None,
         }
     };
     let Some(region) = removed else {
-        return fail(code::INVALID_PARAM, format!("{ptr:p} is not memory from aclrtMallocHost"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("{ptr:p} is not memory from aclrtMallocHost"),
+        );
     };
     // SAFETY: allocated by `malloc_host` with this layout, freed once.
     unsafe { std::alloc::dealloc(ptr.cast(), layout(region.len)?) };
@@ -176,7 +200,10 @@ fn place(ptr: *const c_void, len: usize, what: &str) -> R<Option<i32>> {
 /// 接口开启两个Device间的数据交互功能" (aclrtMemcpy.md).
 fn check_copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: i32) -> R {
     if count > dest_max {
-        return fail(code::INVALID_PARAM, format!("count {count} exceeds destMax {dest_max}"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("count {count} exceeds destMax {dest_max}"),
+        );
     }
     let (d, s) = (place(dst, count, "dst")?, place(src, count, "src")?);
     let expected = match kind {
@@ -191,7 +218,11 @@ fn check_copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usiz
     if (d.is_some(), s.is_some()) != expected {
         return fail(
             code::RT_PARAM_INVALID,
-            format!("copy kind {kind} does not match the memory (dst on device: {}, src on device: {})", d.is_some(), s.is_some()),
+            format!(
+                "copy kind {kind} does not match the memory (dst on device: {}, src on device: {})",
+                d.is_some(),
+                s.is_some()
+            ),
         );
     }
     if let (Some(a), Some(b)) = (d, s) {
@@ -201,7 +232,9 @@ fn check_copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usiz
             if !(ab && ba) {
                 return fail(
                     code::RT_FEATURE_NOT_SUPPORT,
-                    format!("a copy between devices {b} and {a} needs peer access enabled both ways"),
+                    format!(
+                        "a copy between devices {b} and {a} needs peer access enabled both ways"
+                    ),
                 );
             }
         }
@@ -217,7 +250,13 @@ fn raw_copy(dst: usize, src: usize, count: usize) {
 
 /// `aclrtMemcpy`: "本接口会立刻进行内存复制，函数内部不会进行隐式的device同步或流同步"
 /// (aclrtMemcpy.md).
-pub(crate) fn memcpy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: i32) -> R {
+pub(crate) fn memcpy(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: i32,
+) -> R {
     state::current()?;
     check_copy(dst, dest_max, src, count, kind)?;
     raw_copy(dst as usize, src as usize, count);
@@ -237,7 +276,10 @@ pub(crate) fn memcpy_async(
 ) -> R {
     let s = resolve(stream)?;
     if kind == 0 {
-        return fail(code::RT_FEATURE_NOT_SUPPORT, "asynchronous host-to-host copies are not supported");
+        return fail(
+            code::RT_FEATURE_NOT_SUPPORT,
+            "asynchronous host-to-host copies are not supported",
+        );
     }
     check_copy(dst, dest_max, src, count, kind)?;
     let (d, r) = (dst as usize, src as usize);
@@ -246,10 +288,16 @@ pub(crate) fn memcpy_async(
 
 fn check_fill(ptr: *mut c_void, max: usize, count: usize) -> R {
     if count > max {
-        return fail(code::INVALID_PARAM, format!("count {count} exceeds maxCount {max}"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("count {count} exceeds maxCount {max}"),
+        );
     }
     if place(ptr, count, "devPtr")?.is_none() {
-        return fail(code::RT_PARAM_INVALID, format!("{ptr:p} is not device memory"));
+        return fail(
+            code::RT_PARAM_INVALID,
+            format!("{ptr:p} is not device memory"),
+        );
     }
     Ok(())
 }
@@ -264,7 +312,13 @@ pub(crate) fn memset(ptr: *mut c_void, max: usize, value: i32, count: usize) -> 
 }
 
 /// `aclrtMemsetAsync`.
-pub(crate) fn memset_async(ptr: *mut c_void, max: usize, value: i32, count: usize, stream: *mut c_void) -> R {
+pub(crate) fn memset_async(
+    ptr: *mut c_void,
+    max: usize,
+    value: i32,
+    count: usize,
+    stream: *mut c_void,
+) -> R {
     let s = resolve(stream)?;
     check_fill(ptr, max, count)?;
     let p = ptr as usize;
@@ -281,7 +335,11 @@ pub(crate) fn can_access_peer(can: *mut i32, device: i32, peer: i32) -> R {
     if device == peer {
         return fail(code::INVALID_PARAM, "a device and itself are not peers");
     }
-    out(can, i32::from(!crate::config::get().faults.no_peer), "canAccessPeer")
+    out(
+        can,
+        i32::from(!crate::config::get().faults.no_peer),
+        "canAccessPeer",
+    )
 }
 
 /// `aclrtDeviceEnablePeerAccess` from the current device.
@@ -292,7 +350,10 @@ pub(crate) fn enable_peer(peer: i32, flags: u32) -> R {
         return fail(code::INVALID_PARAM, "flags must be 0");
     }
     if me == peer || crate::config::get().faults.no_peer {
-        return fail(code::RT_FEATURE_NOT_SUPPORT, format!("devices {me} and {peer} cannot be peers"));
+        return fail(
+            code::RT_FEATURE_NOT_SUPPORT,
+            format!("devices {me} and {peer} cannot be peers"),
+        );
     }
     state::device(me)?.peers.lock().insert(peer);
     Ok(())

@@ -40,13 +40,27 @@ macro_rules! fold {
         let n = $acc.len() / std::mem::size_of::<$t>();
         for i in 0..n {
             let at = i * std::mem::size_of::<$t>();
-            let a = <$t>::from_ne_bytes($acc[at..at + std::mem::size_of::<$t>()].try_into().unwrap());
-            let b = <$t>::from_ne_bytes($src[at..at + std::mem::size_of::<$t>()].try_into().unwrap());
+            let a =
+                <$t>::from_ne_bytes($acc[at..at + std::mem::size_of::<$t>()].try_into().unwrap());
+            let b =
+                <$t>::from_ne_bytes($src[at..at + std::mem::size_of::<$t>()].try_into().unwrap());
             let r = match $op {
                 Op::Sum => a + b,
                 Op::Prod => a * b,
-                Op::Max => if b > a { b } else { a },
-                Op::Min => if b < a { b } else { a },
+                Op::Max => {
+                    if b > a {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                Op::Min => {
+                    if b < a {
+                        b
+                    } else {
+                        a
+                    }
+                }
             };
             $acc[at..at + std::mem::size_of::<$t>()].copy_from_slice(&r.to_ne_bytes());
         }

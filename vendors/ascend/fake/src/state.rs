@@ -38,7 +38,11 @@ pub(crate) struct Device {
 /// Every device.
 pub(crate) fn devices() -> &'static [Device] {
     static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
-    DEVICES.get_or_init(|| (0..crate::config::get().devices).map(|_| Device::default()).collect())
+    DEVICES.get_or_init(|| {
+        (0..crate::config::get().devices)
+            .map(|_| Device::default())
+            .collect()
+    })
 }
 
 /// `device`, or `ACL_ERROR_RT_INVALID_DEVICEID`.

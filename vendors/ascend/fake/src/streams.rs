@@ -138,7 +138,15 @@ pub(crate) fn resolve(handle: *mut c_void) -> R<Arc<Stream>> {
         .lock()
         .get(&(handle as usize))
         .cloned()
-        .map_or_else(|| fail(code::RT_INVALID_HANDLE, format!("{handle:p} is not a live stream")), Ok)
+        .map_or_else(
+            || {
+                fail(
+                    code::RT_INVALID_HANDLE,
+                    format!("{handle:p} is not a live stream"),
+                )
+            },
+            Ok,
+        )
 }
 
 /// Every stream of `device`, the default one included.
@@ -149,7 +157,10 @@ pub(crate) fn of_device(device: i32) -> Vec<Arc<Stream>> {
         .filter(|s| s.device == device)
         .cloned()
         .collect();
-    if let Some(s) = state::devices().get(device as usize).and_then(|d| d.default_stream.get()) {
+    if let Some(s) = state::devices()
+        .get(device as usize)
+        .and_then(|d| d.default_stream.get())
+    {
         all.push(Arc::clone(s));
     }
     all
@@ -170,25 +181,36 @@ pub(crate) fn create(out: *mut *mut c_void) -> R {
 /// pending, or of another device than the current one.
 pub(crate) fn destroy(handle: *mut c_void) -> R {
     if handle.is_null() {
-        return fail(code::INVALID_PARAM, "the default stream cannot be destroyed");
+        return fail(
+            code::INVALID_PARAM,
+            "the default stream cannot be destroyed",
+        );
     }
     let stream = resolve(handle)?;
     let current = state::current()?;
     if stream.device != current {
         return fail(
             code::RT_STREAM_CONTEXT,
-            format!("the stream belongs to device {}, the current device is {current}", stream.device),
+            format!(
+                "the stream belongs to device {}, the current device is {current}",
+                stream.device
+            ),
         );
     }
     let pending = stream.pending();
     if pending > 0 {
         return fail(
             code::RT_STREAM_NOT_COMPLETE,
-            format!("{pending} tasks are still queued: synchronise the stream before destroying it"),
+            format!(
+                "{pending} tasks are still queued: synchronise the stream before destroying it"
+            ),
         );
     }
     if stream.subscriber.lock().is_some() {
-        return fail(code::RT_PARAM_INVALID, "the stream is still subscribed (aclrtUnSubscribeReport first)");
+        return fail(
+            code::RT_PARAM_INVALID,
+            "the stream is still subscribed (aclrtUnSubscribeReport first)",
+        );
     }
     stream.close();
     streams().lock().remove(&(handle as usize));

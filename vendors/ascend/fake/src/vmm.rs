@@ -56,7 +56,10 @@ fn errno() -> String {
 }
 
 /// `aclrtMemGetAllocationGranularity`.
-#[cfg_attr(feature = "old-cann", expect(dead_code, reason = "not exported by the old build"))]
+#[cfg_attr(
+    feature = "old-cann",
+    expect(dead_code, reason = "not exported by the old build")
+)]
 pub(crate) fn granularity(prop: *mut PhysicalMemProp, granularity: *mut usize) -> R {
     if prop.is_null() {
         return fail(code::INVALID_PARAM, "prop is null");
@@ -66,13 +69,25 @@ pub(crate) fn granularity(prop: *mut PhysicalMemProp, granularity: *mut usize) -
 
 /// `aclrtReserveMemAddress`: alignment 0 (the granularity), no expected
 /// address, no flags.
-pub(crate) fn reserve(ptr: *mut *mut c_void, size: usize, alignment: usize, expect: *mut c_void, flags: u64) -> R {
+pub(crate) fn reserve(
+    ptr: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expect: *mut c_void,
+    flags: u64,
+) -> R {
     state::current()?;
     if size == 0 || size % GRANULARITY != 0 {
-        return fail(code::INVALID_PARAM, format!("size {size} is not a multiple of {GRANULARITY}"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("size {size} is not a multiple of {GRANULARITY}"),
+        );
     }
     if !expect.is_null() || flags != 0 || (alignment != 0 && GRANULARITY % alignment != 0) {
-        return fail(code::INVALID_PARAM, "the fake supports no expected address, no flags, and alignments dividing 2 MB");
+        return fail(
+            code::INVALID_PARAM,
+            "the fake supports no expected address, no flags, and alignments dividing 2 MB",
+        );
     }
     let span = size + GRANULARITY;
     // SAFETY: a fresh anonymous PROT_NONE mapping at an address of the
@@ -123,7 +138,12 @@ pub(crate) fn release(ptr: *mut c_void) -> R {
 }
 
 /// `aclrtMallocPhysical`: a memfd of `size` bytes, counted on the device.
-pub(crate) fn malloc_physical(handle: *mut *mut c_void, size: usize, prop: *const PhysicalMemProp, flags: u64) -> R {
+pub(crate) fn malloc_physical(
+    handle: *mut *mut c_void,
+    size: usize,
+    prop: *const PhysicalMemProp,
+    flags: u64,
+) -> R {
     state::current()?;
     if prop.is_null() || flags != 0 {
         return fail(code::INVALID_PARAM, "prop must be given and flags 0");
@@ -131,17 +151,26 @@ pub(crate) fn malloc_physical(handle: *mut *mut c_void, size: usize, prop: *cons
     // SAFETY: non-null, and the caller passes a whole aclrtPhysicalMemProp.
     let p = unsafe { &*prop };
     if p.location_type != 1 {
-        return fail(code::INVALID_PARAM, "the location must be a device (ACL_MEM_LOCATION_TYPE_DEVICE)");
+        return fail(
+            code::INVALID_PARAM,
+            "the location must be a device (ACL_MEM_LOCATION_TYPE_DEVICE)",
+        );
     }
     let device = p.location_id as i32;
     let dev = state::device(device)?;
     if size == 0 || size % GRANULARITY != 0 {
-        return fail(code::INVALID_PARAM, format!("size {size} is not a multiple of {GRANULARITY}"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("size {size} is not a multiple of {GRANULARITY}"),
+        );
     }
     let total = crate::config::get().memory;
     if dev.used.fetch_add(size as u64, Ordering::AcqRel) + size as u64 > total {
         dev.used.fetch_sub(size as u64, Ordering::AcqRel);
-        return fail(code::RT_MEMORY_ALLOCATION, format!("device {device} is out of memory"));
+        return fail(
+            code::RT_MEMORY_ALLOCATION,
+            format!("device {device} is out of memory"),
+        );
     }
     // SAFETY: a NUL-terminated name; flags 0.
     let fd = unsafe { libc::memfd_create(c"fake-acl-physical".as_ptr(), libc::MFD_CLOEXEC) };
@@ -157,7 +186,16 @@ pub(crate) fn malloc_physical(handle: *mut *mut c_void, size: usize, prop: *cons
     }
     static NEXT: AtomicUsize = AtomicUsize::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed) << 4;
-    vmm().lock().chunks.insert(id, Chunk { fd, size, device, mapped: 0, freed: false });
+    vmm().lock().chunks.insert(
+        id,
+        Chunk {
+            fd,
+            size,
+            device,
+            mapped: 0,
+            freed: false,
+        },
+    );
     out(handle, id as *mut c_void, "handle")
 }
 
@@ -174,7 +212,10 @@ pub(crate) fn free_physical(handle: *mut c_void) -> R {
     let mut v = vmm().lock();
     let id = handle as usize;
     let Some(c) = v.chunks.get_mut(&id).filter(|c| !c.freed) else {
-        return fail(code::INVALID_PARAM, format!("{handle:p} is not a live physical chunk"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("{handle:p} is not a live physical chunk"),
+        );
     };
     c.freed = true;
     // SAFETY: our descriptor, closed once; mappings keep the memory.
@@ -186,18 +227,30 @@ pub(crate) fn free_physical(handle: *mut c_void) -> R {
 }
 
 /// `aclrtMapMem`.
-pub(crate) fn map(ptr: *mut c_void, size: usize, offset: usize, handle: *mut c_void, flags: u64) -> R {
+pub(crate) fn map(
+    ptr: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: *mut c_void,
+    flags: u64,
+) -> R {
     state::current()?;
     let mut v = vmm().lock();
     let start = ptr as usize;
     let id = handle as usize;
     let Some(chunk) = v.chunks.get(&id).filter(|c| !c.freed) else {
-        return fail(code::INVALID_PARAM, format!("{handle:p} is not a live physical chunk"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("{handle:p} is not a live physical chunk"),
+        );
     };
     if offset != 0 || flags != 0 || size != chunk.size {
         return fail(
             code::INVALID_PARAM,
-            format!("offset and flags must be 0 and size the chunk's {} bytes (got {size})", chunk.size),
+            format!(
+                "offset and flags must be 0 and size the chunk's {} bytes (got {size})",
+                chunk.size
+            ),
         );
     }
     let inside = v
@@ -206,9 +259,16 @@ pub(crate) fn map(ptr: *mut c_void, size: usize, offset: usize, handle: *mut c_v
         .next_back()
         .is_some_and(|(&s, &len)| start % GRANULARITY == 0 && start + size <= s + len);
     if !inside {
-        return fail(code::INVALID_PARAM, format!("{ptr:p} + {size} is not inside a reservation, aligned"));
+        return fail(
+            code::INVALID_PARAM,
+            format!("{ptr:p} + {size} is not inside a reservation, aligned"),
+        );
     }
-    let overlaps = v.mapped.range(..start + size).next_back().is_some_and(|(&s, &(len, _))| s + len > start);
+    let overlaps = v
+        .mapped
+        .range(..start + size)
+        .next_back()
+        .is_some_and(|(&s, &(len, _))| s + len > start);
     if overlaps {
         return fail(code::INVALID_PARAM, "the range is already mapped");
     }
@@ -216,7 +276,14 @@ pub(crate) fn map(ptr: *mut c_void, size: usize, offset: usize, handle: *mut c_v
     // SAFETY: a reserved, unmapped, aligned range of ours is replaced by
     // the chunk's file.
     let at = unsafe {
-        libc::mmap(ptr, size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0)
+        libc::mmap(
+            ptr,
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd,
+            0,
+        )
     };
     if at == libc::MAP_FAILED {
         return fail(code::RT_INTERNAL_ERROR, format!("mmap: {}", errno()));
@@ -225,7 +292,13 @@ pub(crate) fn map(ptr: *mut c_void, size: usize, offset: usize, handle: *mut c_v
     if let Some(c) = v.chunks.get_mut(&id) {
         c.mapped += 1;
     }
-    regions().lock().insert(start, Region { len: size, kind: Kind::Mapped { device } });
+    regions().lock().insert(
+        start,
+        Region {
+            len: size,
+            kind: Kind::Mapped { device },
+        },
+    );
     Ok(())
 }
 
