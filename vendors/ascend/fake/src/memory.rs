@@ -21,7 +21,7 @@ fn round_up(n: usize, to: usize) -> Option<usize> {
 
 fn layout(len: usize) -> R<Layout> {
     Layout::from_size_align(len.max(1), ALIGN).map_or_else(
-        |_| fail(code::INVALID_PARAM, format!("{len} bytes is too large")),
+        |_| fail(code::RT_MEMORY_ALLOCATION, format!("{len} bytes is more than the host has")),
         Ok,
     )
 }
