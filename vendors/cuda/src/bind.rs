@@ -29,6 +29,8 @@ use libloading::Library;
 pub(crate) struct Signature {
     /// The C function name.
     pub(crate) name: &'static str,
+    /// The symbols looked up for it, in order.
+    pub(crate) symbols: &'static [&'static str],
     /// The Rust return type, as written.
     pub(crate) ret: &'static str,
     /// Argument names and Rust types, as written.
@@ -97,7 +99,9 @@ macro_rules! c_consts {
 }
 
 /// Declares a library's functions; see the module documentation. A function
-/// may list other symbol names to try after its own: `fn name["alt"](...)`.
+/// may list the symbol names to try instead of its own, in order:
+/// `fn name["name_v2", "name"](...)` (for a name a header `#define`s to a
+/// versioned symbol).
 macro_rules! library {
     (
         $(#[doc = $doc:expr])*
@@ -124,7 +128,7 @@ macro_rules! library {
             /// the ones it lacks stay unresolved.
             pub(crate) fn resolve(library: libloading::Library, path: std::path::PathBuf) -> Self {
                 $lib {
-                    $( $name: $crate::bind::symbol(&library, &[stringify!($name) $($(, $alt)+)?]), )*
+                    $( $name: $crate::bind::symbol(&library, $crate::bind::symbols!($name $(, $($alt),+)?)), )*
                     path,
                     _library: std::mem::ManuallyDrop::new(library),
                 }
@@ -147,6 +151,7 @@ macro_rules! library {
             pub(crate) const SIGNATURES: &'static [$crate::bind::Signature] = &[$(
                 $crate::bind::Signature {
                     name: stringify!($name),
+                    symbols: $crate::bind::symbols!($name $(, $($alt),+)?),
                     ret: stringify!($ret),
                     args: &[$( (stringify!($arg), stringify!($ty)) ),*],
                 },
@@ -162,7 +167,18 @@ macro_rules! library {
     };
 }
 
-pub(crate) use {c_consts, c_types, library};
+/// The symbols to look up for a bound function: its explicit list, else
+/// its own name.
+macro_rules! symbols {
+    ($name:ident) => {
+        &[stringify!($name)]
+    };
+    ($name:ident, $($alt:literal),+) => {
+        &[$($alt),+]
+    };
+}
+
+pub(crate) use {c_consts, c_types, library, symbols};
 
 /// The first of `names` that `library` exports, as a function pointer.
 pub(crate) fn symbol<T: Copy>(library: &Library, names: &[&str]) -> Option<T> {

@@ -3,6 +3,7 @@
 //! `Min` is 2 and `Max` 3, NCCL's `ncclMax` is 2 and `ncclMin` 3).
 
 use std::ffi::{c_char, c_void};
+use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{CommHandle, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle};
 
@@ -68,6 +69,19 @@ fn reduced(dtype: DataType, op: ReduceOp, what: &str) -> Result<(ncclDataType_t,
     Ok((t, o))
 }
 
+/// The process group's timeout variable, also the deadline of
+/// communicator creation.
+const ENV_COMM_TIMEOUT: &str = "DIPU_COMM_TIMEOUT";
+
+/// `DIPU_COMM_TIMEOUT` seconds (default 600, c10d's).
+fn comm_init_timeout() -> Duration {
+    std::env::var(ENV_COMM_TIMEOUT)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(Duration::from_secs(600), Duration::from_secs_f64)
+}
+
 fn comm_ptr(comm: CommHandle) -> Result<ncclComm_t> {
     if comm.as_raw() == 0 {
         return Err(Error::invalid_argument("null NCCL communicator"));
@@ -126,7 +140,9 @@ impl CudaVendor {
         Ok(id.internal.iter().map(|&c| c as u8).collect())
     }
 
-    /// `ncclCommInitRank` on the current device; the id goes by value.
+    /// A communicator on the current device: `ncclCommInitRankConfig`
+    /// non-blocking with a deadline (else, before NCCL 2.14, the blocking
+    /// `ncclCommInitRank`); the id goes by value.
     pub(crate) fn init_rank(
         &self,
         world_size: i32,
@@ -147,12 +163,75 @@ impl CudaVendor {
             *out = b as c_char;
         }
         let mut comm = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the id is passed by value.
-        let code = unsafe { (nccl.ncclCommInitRank()?)(&mut comm, world_size, id, rank) };
-        nccl.check(code, || {
-            format!("ncclCommInitRank(world size {world_size}, rank {rank})")
-        })?;
+        let Ok(init_config) = nccl.ncclCommInitRankConfig() else {
+            // NCCL before 2.14: blocking, with no way to give up.
+            // SAFETY: a valid out-pointer; the id is passed by value.
+            let code = unsafe { (nccl.ncclCommInitRank()?)(&mut comm, world_size, id, rank) };
+            nccl.check(code, || {
+                format!("ncclCommInitRank(world size {world_size}, rank {rank})")
+            })?;
+            return Ok(CommHandle::from_raw(comm as usize as u64));
+        };
+        let mut config = NcclConfig::non_blocking();
+        // SAFETY: a valid out-pointer and config; the id is passed by value.
+        let code = unsafe { init_config(&mut comm, world_size, id, rank, &mut config) };
+        if code != ncclInProgress {
+            nccl.check(code, || {
+                format!(
+                    "ncclCommInitRankConfig(world size {world_size}, rank {rank}, non-blocking)"
+                )
+            })?;
+        }
+        self.await_comm(nccl, comm, world_size, rank)?;
         Ok(CommHandle::from_raw(comm as usize as u64))
+    }
+
+    /// Waits until a non-blocking `ncclCommInitRankConfig` is done; past
+    /// the deadline (`DIPU_COMM_TIMEOUT`, the process group's timeout,
+    /// default 600 s) the communicator is aborted and `Timeout` returned,
+    /// since a rank that never joins would otherwise block for ever.
+    fn await_comm(&self, nccl: &Nccl, comm: ncclComm_t, world_size: i32, rank: i32) -> Result<()> {
+        let timeout = comm_init_timeout();
+        let start = Instant::now();
+        let get = nccl.ncclCommGetAsyncError()?;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            let mut state = ncclInProgress;
+            // SAFETY: a communicator NCCL returned and a valid out-pointer.
+            let code = unsafe { get(comm, &mut state) };
+            let failed = if code != ncclSuccess {
+                Some(nccl.error(code, "ncclCommGetAsyncError during ncclCommInitRankConfig"))
+            } else if state != ncclSuccess && state != ncclInProgress {
+                Some(nccl.error(
+                    state,
+                    &format!("ncclCommInitRankConfig(world size {world_size}, rank {rank})"),
+                ))
+            } else if state == ncclInProgress && start.elapsed() >= timeout {
+                Some(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "ncclCommInitRankConfig(world size {world_size}, rank {rank}): not every \
+                         rank joined within {:.1} s ({ENV_COMM_TIMEOUT}); the communicator was \
+                         aborted",
+                        timeout.as_secs_f64()
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some(e) = failed {
+                if let Ok(abort) = nccl.ncclCommAbort() {
+                    // SAFETY: the communicator being created, aborted once.
+                    let _ = unsafe { abort(comm) };
+                }
+                return Err(e);
+            }
+            if state == ncclSuccess {
+                return Ok(());
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
     }
 
     /// `ncclCommDestroy` (`abort: false`) or `ncclCommAbort`.

@@ -29,6 +29,38 @@ c_types! {
     cudaDeviceProp = c_void, "struct cudaDeviceProp";
     /// `cudaHostFn_t`: `void (*)(void *userData)`.
     cudaHostFn_t = Option<unsafe extern "C" fn(*mut c_void)>;
+    /// `struct cudaPointerAttributes`.
+    cudaPointerAttributes = CudaPointerAttributes, "struct cudaPointerAttributes";
+}
+
+/// `struct cudaPointerAttributes` (CUDA 11 and later).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CudaPointerAttributes {
+    /// `enum cudaMemoryType type`.
+    pub(crate) type_: c_int,
+    /// `int device`.
+    pub(crate) device: c_int,
+    /// `void *devicePointer`.
+    pub(crate) device_pointer: *mut c_void,
+    /// `void *hostPointer`.
+    pub(crate) host_pointer: *mut c_void,
+    /// CUDA 13's `localityDomainOrdinal` union and `long reserved[7]`
+    /// (CUDA 12: `long reserved[8]`): written by the runtime, never read.
+    pub(crate) reserved: [std::ffi::c_long; 8],
+}
+
+impl CudaPointerAttributes {
+    /// All zero.
+    pub(crate) fn zeroed() -> Self {
+        CudaPointerAttributes {
+            type_: 0,
+            device: 0,
+            device_pointer: std::ptr::null_mut(),
+            host_pointer: std::ptr::null_mut(),
+            reserved: [0; 8],
+        }
+    }
 }
 
 c_consts! {
@@ -86,6 +118,17 @@ c_consts! {
     cudaDevAttrComputeCapabilityMajor: cudaDeviceAttr = 75;
     /// Compute capability minor.
     cudaDevAttrComputeCapabilityMinor: cudaDeviceAttr = 76;
+
+    /// Memory CUDA does not know (pageable host memory).
+    cudaMemoryTypeUnregistered: c_int = 0;
+    /// Page-locked host memory.
+    cudaMemoryTypeHost: c_int = 1;
+    /// Device memory.
+    cudaMemoryTypeDevice: c_int = 2;
+    /// Managed memory.
+    cudaMemoryTypeManaged: c_int = 3;
+    /// Peer access was enabled before.
+    cudaErrorPeerAccessAlreadyEnabled: cudaError_t = 704;
 }
 
 library! {
@@ -100,7 +143,7 @@ library! {
         fn cudaSetDevice(device: c_int) -> cudaError_t;
         fn cudaDeviceSynchronize() -> cudaError_t;
         fn cudaDeviceGetAttribute(value: *mut c_int, attr: cudaDeviceAttr, device: c_int) -> cudaError_t;
-        fn cudaGetDeviceProperties["cudaGetDeviceProperties_v2"](prop: *mut cudaDeviceProp, device: c_int) -> cudaError_t;
+        fn cudaGetDeviceProperties["cudaGetDeviceProperties_v2", "cudaGetDeviceProperties"](prop: *mut cudaDeviceProp, device: c_int) -> cudaError_t;
         fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> cudaError_t;
         fn cudaMalloc(devPtr: *mut *mut c_void, size: usize) -> cudaError_t;
         fn cudaFree(devPtr: *mut c_void) -> cudaError_t;
@@ -144,5 +187,8 @@ library! {
         fn cudaEventQuery(event: cudaEvent_t) -> cudaError_t;
         fn cudaEventSynchronize(event: cudaEvent_t) -> cudaError_t;
         fn cudaEventElapsedTime(ms: *mut f32, start: cudaEvent_t, end: cudaEvent_t) -> cudaError_t;
+        fn cudaPointerGetAttributes(attributes: *mut cudaPointerAttributes, ptr: *const c_void) -> cudaError_t;
+        fn cudaDeviceCanAccessPeer(canAccessPeer: *mut c_int, device: c_int, peerDevice: c_int) -> cudaError_t;
+        fn cudaDeviceEnablePeerAccess(peerDevice: c_int, flags: c_uint) -> cudaError_t;
     }
 }

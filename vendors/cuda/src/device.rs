@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, c_int};
 
-use dipu_deviceapi::{DeviceProperties, Error, ErrorKind, MemoryInfo, Result};
+use dipu_deviceapi::{DeviceProperties, Error, MemoryInfo, Result};
 
 use crate::cudart::*;
 use crate::driver::{CUdevice, Driver};
@@ -14,34 +14,6 @@ use crate::CudaVendor;
 pub(crate) const PROP_BUFFER_WORDS: usize = 512;
 
 impl CudaVendor {
-    /// The number of devices, cached once known (it cannot change in a
-    /// process); `NoDevice` with CUDA's message when there is none.
-    pub(crate) fn count(&self) -> Result<c_int> {
-        if let Some(&count) = self.device_count.get() {
-            return Ok(count);
-        }
-        let mut count = 0;
-        // SAFETY: a valid out-pointer.
-        let code = unsafe { (self.rt.cudaGetDeviceCount()?)(&mut count) };
-        let checked = self.rt.check(code, || "cudaGetDeviceCount".into());
-        match checked {
-            Ok(()) if count > 0 => {
-                let _ = self.device_count.set(count);
-                Ok(count)
-            }
-            Ok(()) => Err(Error::vendor(
-                ErrorKind::NoDevice,
-                i64::from(cudaErrorNoDevice),
-                "cudaGetDeviceCount found no CUDA device",
-            )),
-            Err(e) if e.kind() == ErrorKind::NoDevice && self.driver.is_none() => Err(e.context(
-                "the NVIDIA driver (libcuda.so.1) was not found, so this machine has no usable \
-                 CUDA device",
-            )),
-            Err(e) => Err(e),
-        }
-    }
-
     /// `InvalidDevice` unless `device` is in `0..count`.
     pub(crate) fn check_device(&self, device: c_int) -> Result<()> {
         let count = self.count()?;

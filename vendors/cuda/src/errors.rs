@@ -63,6 +63,9 @@ pub(crate) fn nccl_kind(code: ncclResult_t) -> ErrorKind {
     }
 }
 
+/// The text of `ncclGetLastError` at the last error reported.
+static LAST_SEEN: parking_lot::Mutex<String> = parking_lot::Mutex::new(String::new());
+
 /// A C string from a library, or `None` for null.
 ///
 /// # Safety
@@ -155,18 +158,28 @@ impl Nccl {
             .ok()
             .and_then(|f| unsafe { text(f(code)) });
         // SAFETY: ncclGetLastError ignores its communicator (null is
-        // documented as allowed) and returns a thread-local string we copy.
+        // documented as allowed) and returns a string we copy.
         let last = self
             .ncclGetLastError()
             .ok()
-            .and_then(|f| unsafe { text(f(std::ptr::null_mut())) });
+            .and_then(|f| unsafe { text(f(std::ptr::null_mut())) })
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty());
+        // NCCL's last error is process-wide and never cleared: only a text
+        // not seen at an earlier error can be about this one.
+        let last = last.filter(|l| {
+            let mut seen = LAST_SEEN.lock();
+            let new = *seen != *l;
+            seen.clone_from(l);
+            new
+        });
         let mut text = format!(
             "{call}: {} (ncclResult_t {code})",
             message.unwrap_or_else(|| "unknown NCCL error".into())
         );
-        if let Some(last) = last.filter(|l| !l.trim().is_empty()) {
-            text.push_str("; last NCCL error: ");
-            text.push_str(last.trim());
+        if let Some(last) = last {
+            text.push_str("; NCCL's last error (process-wide, possibly an earlier call's): ");
+            text.push_str(&last);
         }
         Error::vendor(nccl_kind(code), i64::from(code), text)
     }

@@ -33,6 +33,7 @@ mod device;
 mod driver;
 mod errors;
 mod events;
+mod init;
 mod memory;
 mod nccl;
 mod search;

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use dipu_deviceapi::{CopyKind, Result, StreamHandle};
+use dipu_deviceapi::{CopyKind, Error, Result, StreamHandle};
 
 use crate::cudart::*;
 use crate::CudaVendor;
@@ -99,6 +99,26 @@ impl CudaVendor {
         };
         self.rt.check(code, || {
             format!("cudaMemset({ptr:p}, {value}, {bytes} bytes)")
+        })?;
+        if stream.is_none() {
+            self.finish_legacy("cudaMemset")?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the legacy default stream, where `cudaMemset`,
+    /// `cudaMemcpy` and `cudaMemcpyPeer` put their work: they may return
+    /// before it is done ("this function is asynchronous with respect to the
+    /// host unless devPtr refers to pinned host memory"; device-to-device
+    /// `cudaMemcpy`: "no host-side synchronization is performed"; pageable
+    /// host-to-device `cudaMemcpy` returns once the data is staged), and
+    /// our created streams are non-blocking, so they would not wait for it.
+    /// The trait's synchronous calls are complete when they return.
+    fn finish_legacy(&self, after: &str) -> Result<()> {
+        // SAFETY: the legacy default stream (null) always exists.
+        let code = unsafe { (self.rt.cudaStreamSynchronize()?)(std::ptr::null_mut()) };
+        self.rt.check(code, || {
+            format!("cudaStreamSynchronize(NULL) after {after}")
         })
     }
 
@@ -117,6 +137,9 @@ impl CudaVendor {
         kind: CopyKind,
         stream: Option<StreamHandle>,
     ) -> Result<()> {
+        if bytes > 0 {
+            self.check_direction(dst, src, kind)?;
+        }
         let code = match stream {
             // SAFETY: by the caller's contract.
             None => unsafe { (self.rt.cudaMemcpy()?)(dst, src, bytes, memcpy_kind(kind)) },
@@ -144,7 +167,64 @@ impl CudaVendor {
                 "cudaMemcpy"
             };
             format!("{call}({dst:p}, {src:p}, {bytes} bytes, {kind:?})")
-        })
+        })?;
+        if stream.is_none() {
+            self.finish_legacy("cudaMemcpy")?;
+        }
+        Ok(())
+    }
+
+    /// What CUDA says `ptr` is (`cudaMemoryType`), if it can say.
+    fn memory_type(&self, ptr: *const c_void) -> Option<c_int> {
+        let get = self.rt.cudaPointerGetAttributes().ok()?;
+        let mut attributes = CudaPointerAttributes::zeroed();
+        // SAFETY: a valid out-pointer to a whole struct; the pointer is only
+        // looked up, never dereferenced.
+        let code = unsafe { get(&mut attributes, ptr) };
+        if code != cudaSuccess {
+            let _ = self.rt.error(code, "");
+            return None;
+        }
+        Some(attributes.type_)
+    }
+
+    /// `InvalidArgument` when a pointer is not on the side `kind` says
+    /// (CUDA may copy the wrong way silently, or fail with a vague error).
+    #[expect(non_upper_case_globals, reason = "matches on CUDA's constant names")]
+    fn check_direction(&self, dst: *mut c_void, src: *const c_void, kind: CopyKind) -> Result<()> {
+        let (src_device, dst_device) = match kind {
+            CopyKind::HostToDevice => (false, true),
+            CopyKind::DeviceToHost => (true, false),
+            CopyKind::DeviceToDevice => (true, true),
+            CopyKind::HostToHost => (false, false),
+        };
+        for (ptr, device, role) in [
+            (src, src_device, "source"),
+            (dst.cast_const(), dst_device, "destination"),
+        ] {
+            let Some(t) = self.memory_type(ptr) else {
+                continue;
+            };
+            let is_device = t == cudaMemoryTypeDevice || t == cudaMemoryTypeManaged;
+            if is_device != device && !(device && t == cudaMemoryTypeManaged) {
+                let what = match t {
+                    cudaMemoryTypeUnregistered => "pageable host memory",
+                    cudaMemoryTypeHost => "pinned host memory",
+                    cudaMemoryTypeDevice => "device memory",
+                    _ => "managed memory",
+                };
+                return Err(Error::invalid_argument(format!(
+                    "memcpy {kind:?}: the {role} {ptr:p} is {what} (cudaPointerGetAttributes), \
+                     not {}",
+                    if device {
+                        "device memory"
+                    } else {
+                        "host memory"
+                    }
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `cudaMemcpyPeer` / `cudaMemcpyPeerAsync` (with a stream).
@@ -162,6 +242,9 @@ impl CudaVendor {
     ) -> Result<()> {
         self.check_device(dst_device)?;
         self.check_device(src_device)?;
+        if dst_device != src_device {
+            self.enable_peer(dst_device, src_device)?;
+        }
         let code = match stream {
             // SAFETY: by the caller's contract.
             None => unsafe { (self.rt.cudaMemcpyPeer()?)(dst, dst_device, src, src_device, bytes) },
@@ -173,6 +256,10 @@ impl CudaVendor {
         };
         self.rt.check(code, || {
             format!("cudaMemcpyPeer(device {dst_device} {dst:p} <- device {src_device} {src:p}, {bytes} bytes)")
-        })
+        })?;
+        if stream.is_none() {
+            self.finish_legacy("cudaMemcpyPeer")?;
+        }
+        Ok(())
     }
 }

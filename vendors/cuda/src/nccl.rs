@@ -8,7 +8,7 @@
     reason = "C names from nccl.h, so the header test can check them"
 )]
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::bind::{c_consts, c_types, library};
 use crate::cudart::cudaStream_t;
@@ -33,6 +33,51 @@ c_types! {
     ncclRedOp_t = c_int;
     /// `ncclUniqueId`.
     ncclUniqueId = NcclUniqueId;
+    /// `ncclConfig_t` (NCCL 2.32's layout).
+    ncclConfig_t = NcclConfig;
+}
+
+/// `ncclConfig_t` as NCCL 2.32 lays it out; [`NcclConfig::non_blocking`]
+/// is `NCCL_CONFIG_INITIALIZER` with `blocking = 0`. NCCL reads `size` and
+/// `version` to know which fields the caller has.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NcclConfig {
+    /// `size`: `sizeof(ncclConfig_t)`.
+    pub(crate) size: usize,
+    /// `magic`: `NCCL_API_MAGIC`.
+    pub(crate) magic: c_uint,
+    /// `version`: `NCCL_VERSION_CODE` of the header.
+    pub(crate) version: c_uint,
+    /// `blocking`.
+    pub(crate) blocking: c_int,
+    /// `cgaClusterSize`, `minCTAs`, `maxCTAs`.
+    pub(crate) ints1: [c_int; 3],
+    /// `netName`.
+    pub(crate) net_name: *const c_char,
+    /// `splitShare`, `trafficClass`.
+    pub(crate) ints2: [c_int; 2],
+    /// `commName`.
+    pub(crate) comm_name: *const c_char,
+    /// `collnetEnable` to `nvlsHostMode` (16 ints).
+    pub(crate) ints3: [c_int; 16],
+}
+
+impl NcclConfig {
+    /// `NCCL_CONFIG_INITIALIZER` with `blocking = 0`.
+    pub(crate) fn non_blocking() -> Self {
+        NcclConfig {
+            size: std::mem::size_of::<NcclConfig>(),
+            magic: NCCL_API_MAGIC,
+            version: NCCL_VERSION_CODE,
+            blocking: 0,
+            ints1: [NCCL_CONFIG_UNDEF_INT; 3],
+            net_name: std::ptr::null(),
+            ints2: [NCCL_CONFIG_UNDEF_INT; 2],
+            comm_name: std::ptr::null(),
+            ints3: [NCCL_CONFIG_UNDEF_INT; 16],
+        }
+    }
 }
 
 c_consts! {
@@ -89,6 +134,12 @@ c_consts! {
 
     /// Bytes in an `ncclUniqueId`.
     NCCL_UNIQUE_ID_BYTES: usize = 128;
+    /// `magic` of an initialised `ncclConfig_t`.
+    NCCL_API_MAGIC: c_uint = 0xcafe_beef;
+    /// An unset integer of `ncclConfig_t`.
+    NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
+    /// `NCCL_VERSION_CODE` of the header whose config layout is used (2.32.3).
+    NCCL_VERSION_CODE: c_uint = 23203;
 }
 
 library! {
@@ -99,6 +150,13 @@ library! {
         fn ncclGetLastError(comm: ncclComm_t) -> *const c_char;
         fn ncclGetUniqueId(uniqueId: *mut ncclUniqueId) -> ncclResult_t;
         fn ncclCommInitRank(comm: *mut ncclComm_t, nranks: c_int, commId: ncclUniqueId, rank: c_int) -> ncclResult_t;
+        fn ncclCommInitRankConfig(
+            comm: *mut ncclComm_t,
+            nranks: c_int,
+            commId: ncclUniqueId,
+            rank: c_int,
+            config: *mut ncclConfig_t,
+        ) -> ncclResult_t;
         fn ncclCommDestroy(comm: ncclComm_t) -> ncclResult_t;
         fn ncclCommAbort(comm: ncclComm_t) -> ncclResult_t;
         fn ncclCommGetAsyncError(comm: ncclComm_t, asyncError: *mut ncclResult_t) -> ncclResult_t;

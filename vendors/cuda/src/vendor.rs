@@ -7,12 +7,9 @@ use std::sync::OnceLock;
 use dipu_deviceapi::{Capabilities, Error, ErrorKind, Result};
 
 use crate::cudart::Cudart;
-use crate::driver::{
-    Driver, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, VMM_REQUIRED,
-};
+use crate::driver::{Driver, VMM_REQUIRED};
 use crate::nccl::{Nccl, REQUIRED as NCCL_REQUIRED};
 use crate::search::{LibrarySearch, CUDART, NCCL};
-use crate::vmm::Vmm;
 
 /// The CUDA vendor: cudart for devices, memory, streams and events; NCCL,
 /// when found, for collectives; the driver, when found, for device names
@@ -22,13 +19,16 @@ pub struct CudaVendor {
     pub(crate) nccl: Option<Nccl>,
     /// Why NCCL is missing, for `Unsupported` messages.
     pub(crate) nccl_absent: String,
-    /// The driver, once `cuInit` succeeded.
+    /// The driver, opened but not initialised (`cuInit` runs on first
+    /// device use).
     pub(crate) driver: Option<Driver>,
-    /// Set when every device supports the virtual memory API.
-    pub(crate) vmm: Option<Vmm>,
-    /// Why virtual memory is missing, for `Unsupported` messages.
-    pub(crate) vmm_absent: String,
-    pub(crate) device_count: OnceLock<c_int>,
+    /// Why the runtime may not work with this driver (a runtime newer than
+    /// the driver, when no older one was found), for `NoDevice` messages.
+    pub(crate) runtime_note: Option<String>,
+    /// Why virtual memory is missing without asking a device, if it is.
+    pub(crate) vmm_absent: Option<String>,
+    /// What the first device use found (see [`crate::init`]).
+    pub(crate) init: OnceLock<crate::init::Init>,
     version: String,
 }
 
@@ -50,9 +50,30 @@ impl CudaVendor {
         Self::with_search(LibrarySearch::from_env())
     }
 
-    /// Opens the CUDA libraries found by `search`.
+    /// Opens the CUDA libraries found by `search`. Nothing is initialised
+    /// (no `cuInit`, no device is asked) until the first device use, so a
+    /// process may fork after creating the vendor.
     pub fn with_search(search: LibrarySearch) -> Result<Self> {
-        let opened = search.open(&CUDART, "cudaGetErrorString").map_err(|e| {
+        let (driver, driver_version, driver_note) = open_driver(&search);
+        let (usable, too_new) = runtimes_for(driver_version);
+        let mut runtime_note = None;
+        let mut opened = search.open(&usable, "cudaGetErrorString");
+        if opened.is_err() && !too_new.is_empty() {
+            // Only a runtime newer than the driver: open it anyway (the
+            // vendor starts and says why no device works).
+            opened = search.open(&CUDART, "cudaGetErrorString");
+            if let Ok(o) = &opened {
+                runtime_note = Some(format!(
+                    "{} needs a newer NVIDIA driver than this machine's (CUDA {}), and no {} was \
+                     found: install the -cu12 wheels (`pip install nvidia-cuda-runtime-cu12 \
+                     nvidia-nccl-cu12`) or a CUDA 12 toolkit, or update the driver",
+                    o.path.display(),
+                    driver_version.map_or_else(|| "?".into(), version_text),
+                    usable.join(" or ")
+                ));
+            }
+        }
+        let opened = opened.map_err(|e| {
             Error::new(
                 ErrorKind::VendorLibraryNotFound,
                 format!(
@@ -85,21 +106,22 @@ impl CudaVendor {
             }
             Err(e) => (None, e.to_string()),
         };
-        let (driver, driver_note) = open_driver(&search);
+        if let Some(note) = &runtime_note {
+            tracing::warn!("{note}");
+        } else if !too_new.is_empty() {
+            tracing::debug!(skipped = ?too_new, "runtimes newer than the driver are not used");
+        }
+        let vmm_absent = vmm_symbols(driver.as_ref()).err();
         let mut vendor = CudaVendor {
             rt,
             nccl,
             nccl_absent,
             driver,
-            vmm: None,
-            vmm_absent: String::new(),
-            device_count: OnceLock::new(),
+            runtime_note,
+            vmm_absent,
+            init: OnceLock::new(),
             version: String::new(),
         };
-        match vendor.vmm_support() {
-            Ok(devices) => vendor.vmm = Some(Vmm::new(devices)),
-            Err(why) => vendor.vmm_absent = why,
-        }
         vendor.version = vendor.describe(&driver_note);
         Ok(vendor)
     }
@@ -108,7 +130,7 @@ impl CudaVendor {
     pub(crate) fn caps(&self) -> Capabilities {
         let mut caps = Capabilities::empty();
         caps.set(Capabilities::COLLECTIVES, self.nccl.is_some());
-        caps.set(Capabilities::VIRTUAL_MEMORY, self.vmm.is_some());
+        caps.set(Capabilities::VIRTUAL_MEMORY, self.vmm_absent.is_none());
         caps
     }
 
@@ -140,49 +162,6 @@ impl CudaVendor {
             self.rt.path().display()
         )
     }
-
-    /// The device count if every device supports the virtual memory API,
-    /// else why not.
-    fn vmm_support(&self) -> std::result::Result<c_int, String> {
-        let driver = self
-            .driver
-            .as_ref()
-            .ok_or("the CUDA driver (libcuda.so.1) is not usable")?;
-        let missing: Vec<_> = driver
-            .missing()
-            .into_iter()
-            .filter(|m| VMM_REQUIRED.contains(m))
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!(
-                "{} lacks {}",
-                driver.path().display(),
-                missing.join(", ")
-            ));
-        }
-        let count = self.count().map_err(|e| e.to_string())?;
-        for ordinal in 0..count {
-            let dev = self.cu_device(driver, ordinal).map_err(|e| e.to_string())?;
-            let mut supported = 0;
-            // SAFETY: resolved above; valid out-pointer and device handle.
-            let code = unsafe {
-                (driver.cuDeviceGetAttribute().map_err(|e| e.to_string())?)(
-                    &mut supported,
-                    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                    dev,
-                )
-            };
-            driver
-                .check(code, || "cuDeviceGetAttribute(VMM supported)".into())
-                .map_err(|e| e.to_string())?;
-            if supported != 1 {
-                return Err(format!(
-                    "device {ordinal} does not support the virtual memory API"
-                ));
-            }
-        }
-        Ok(count)
-    }
 }
 
 /// `2.32.3` from `ncclGetVersion`, or `(version unknown)`.
@@ -204,31 +183,65 @@ fn nccl_version(nccl: &Nccl) -> String {
     format!("{major}.{minor}.{patch}")
 }
 
-/// Opens and initialises the driver: the driver if `cuInit` succeeded, and
-/// a note for the version string either way.
-fn open_driver(search: &LibrarySearch) -> (Option<Driver>, String) {
+/// The runtimes a driver of `version` can run (newest first), and those
+/// it cannot: cudart 13 needs a CUDA 13 driver (r580 or newer). Without a
+/// driver version every runtime is tried.
+fn runtimes_for(version: Option<c_int>) -> (Vec<&'static str>, Vec<&'static str>) {
+    let Some(version) = version else {
+        return (CUDART.to_vec(), Vec::new());
+    };
+    CUDART.iter().partition(|name| {
+        let major: c_int = name
+            .rsplit('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        major * 1000 <= version
+    })
+}
+
+/// `12.8` for 12080.
+fn version_text(v: c_int) -> String {
+    format!("{}.{}", v / 1000, v % 1000 / 10)
+}
+
+/// Whether the driver exports what virtual memory needs (no device asked).
+fn vmm_symbols(driver: Option<&Driver>) -> std::result::Result<(), String> {
+    let driver = driver.ok_or("the CUDA driver (libcuda.so.1) was not found")?;
+    let missing: Vec<_> = driver
+        .missing()
+        .into_iter()
+        .filter(|m| VMM_REQUIRED.contains(m))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} lacks {}",
+            driver.path().display(),
+            missing.join(", ")
+        ))
+    }
+}
+
+/// Opens the driver (not initialised): the driver, its CUDA version
+/// (`cuDriverGetVersion` needs no `cuInit`), and a note for the version string.
+fn open_driver(search: &LibrarySearch) -> (Option<Driver>, Option<c_int>, String) {
     let opened = match search.open_driver() {
         Ok(opened) => opened,
-        Err(_) if !search.uses_system_path() => return (None, "not searched".into()),
-        Err(_) => return (None, "not found".into()),
+        Err(_) if !search.uses_system_path() => return (None, None, "not searched".into()),
+        Err(_) => return (None, None, "not found".into()),
     };
     let driver = Driver::resolve(opened.library, opened.path);
     let path = driver.path().display().to_string();
-    let init = driver.cuInit().and_then(|init| {
-        // SAFETY: cuInit(0) is the documented first call of the driver API.
-        driver.check(unsafe { init(0) }, || "cuInit(0)".into())
-    });
-    if let Err(e) = init {
-        return (None, format!("{path} ({})", e.message()));
-    }
     let version = driver.cuDriverGetVersion().ok().and_then(|f| {
         let mut v = 0;
-        // SAFETY: a valid out-pointer.
+        // SAFETY: a valid out-pointer; needs no cuInit.
         (unsafe { f(&mut v) } == 0).then_some(v)
     });
     let note = match version {
-        Some(v) => format!("{path}, CUDA {}.{}", v / 1000, v % 1000 / 10),
+        Some(v) => format!("{path}, CUDA {}", version_text(v)),
         None => path,
     };
-    (Some(driver), note)
+    (Some(driver), version, note)
 }

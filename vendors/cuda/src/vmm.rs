@@ -46,12 +46,19 @@ impl CudaVendor {
     /// The driver with the current device's primary context current on
     /// this thread, and that device; `Unsupported` without virtual memory.
     fn vmm_ready(&self) -> Result<(&Driver, c_int)> {
-        let (Some(vmm), Some(driver)) = (&self.vmm, &self.driver) else {
-            return Err(Error::unsupported(
-                "cuda",
-                &format!("virtual memory: {}", self.vmm_absent),
-            ));
-        };
+        let unsupported = |why: &str| Error::unsupported("cuda", &format!("virtual memory: {why}"));
+        if let Some(why) = &self.vmm_absent {
+            return Err(unsupported(why));
+        }
+        let vmm = self
+            .initialised()?
+            .vmm
+            .as_ref()
+            .map_err(|why| unsupported(why))?;
+        let driver = self
+            .driver
+            .as_ref()
+            .ok_or_else(|| unsupported("no driver"))?;
         let device = self.current()?;
         let cell = vmm
             .primary
@@ -150,7 +157,8 @@ impl CudaVendor {
     }
 
     /// `cuMemMap`, then `cuMemSetAccess` read-write for the current device
-    /// (unmapping again if that fails).
+    /// and every device that can access its memory as a peer (unmapping
+    /// again if that fails).
     ///
     /// # Safety
     /// `ptr..ptr + bytes` is unmapped, inside a reservation and aligned;
@@ -168,15 +176,25 @@ impl CudaVendor {
         driver.check(code, || {
             format!("cuMemMap({ptr:p}, {bytes} bytes, {handle:?})")
         })?;
-        let access = CuMemAccessDesc {
-            location: CuMemLocation {
-                type_: CU_MEM_LOCATION_TYPE_DEVICE,
-                id: device,
-            },
-            flags: CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: the range was just mapped; one valid descriptor.
-        let code = unsafe { (driver.cuMemSetAccess()?)(at, bytes, &access, 1) };
+        let init = self.initialised()?;
+        let peers = (0..init.can_access.len() as c_int).filter(|&p| {
+            init.can_access[p as usize]
+                .get(device as usize)
+                .copied()
+                .unwrap_or(false)
+        });
+        let access: Vec<CuMemAccessDesc> = std::iter::once(device)
+            .chain(peers)
+            .map(|id| CuMemAccessDesc {
+                location: CuMemLocation {
+                    type_: CU_MEM_LOCATION_TYPE_DEVICE,
+                    id,
+                },
+                flags: CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            })
+            .collect();
+        // SAFETY: the range was just mapped; `access.len()` valid descriptors.
+        let code = unsafe { (driver.cuMemSetAccess()?)(at, bytes, access.as_ptr(), access.len()) };
         let access = driver.check(code, || {
             format!("cuMemSetAccess({ptr:p}, {bytes} bytes, read-write)")
         });

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::bind::{CType, Signature};
+use crate::cudart::CudaPointerAttributes;
 use crate::driver::{CuMemAccessDesc, CuMemAllocFlags, CuMemAllocationProp, CuMemLocation};
-use crate::nccl::NcclUniqueId;
+use crate::nccl::{NcclConfig, NcclUniqueId};
 use crate::{cudart, driver, nccl};
 
 /// The wheels' include directories (CUDA runtime + crt + cccl, NCCL).
@@ -104,20 +105,37 @@ fn pointer_checks(
     out: &mut String,
 ) {
     for s in signatures {
-        let args: Vec<String> = s.args.iter().map(|(_, ty)| c_type(ty, names)).collect();
-        let args = if args.is_empty() {
-            "void".to_owned()
-        } else {
-            args.join(", ")
-        };
-        let ret = c_type(s.ret, names);
-        writeln!(
-            out,
-            "{ret} (*const dipu_check_{library}_{})({args}) = {};",
-            s.name, s.name
-        )
-        .unwrap();
+        let args: Vec<&str> = s.args.iter().map(|(_, ty)| *ty).collect();
+        pointer_check(library, s.name, s.symbols[0], s.ret, &args, names, out);
     }
+}
+
+/// `ret (*const check)(args) = name;`, and an `#error` if the symbol looked
+/// up first is a macro in the header (a name the header renames, such as
+/// CUDA 12's `cudaGetDeviceProperties` to `cudaGetDeviceProperties_v2`,
+/// would otherwise bind the old function of the same name).
+fn pointer_check(
+    library: &str,
+    name: &str,
+    symbol: &str,
+    ret: &str,
+    args: &[&str],
+    names: &HashMap<&str, &str>,
+    out: &mut String,
+) {
+    let args: Vec<String> = args.iter().map(|ty| c_type(ty, names)).collect();
+    let args = if args.is_empty() {
+        "void".to_owned()
+    } else {
+        args.join(", ")
+    };
+    let ret = c_type(ret, names);
+    writeln!(
+        out,
+        "#ifdef {symbol}\n#error \"{symbol} is a macro in the header: bind the symbol it names\"\n#endif\n\
+         {ret} (*const dipu_check_{library}_{name})({args}) = {name};"
+    )
+    .unwrap();
 }
 
 fn static_assert(out: &mut String, condition: &str) {
@@ -217,6 +235,41 @@ fn bindings_source() -> String {
             offset_of!(NcclUniqueId, internal),
         ),
         ("struct cudaDeviceProp", "name", 0),
+        (
+            "struct cudaPointerAttributes",
+            "type",
+            offset_of!(CudaPointerAttributes, type_),
+        ),
+        (
+            "struct cudaPointerAttributes",
+            "device",
+            offset_of!(CudaPointerAttributes, device),
+        ),
+        (
+            "struct cudaPointerAttributes",
+            "devicePointer",
+            offset_of!(CudaPointerAttributes, device_pointer),
+        ),
+        (
+            "struct cudaPointerAttributes",
+            "hostPointer",
+            offset_of!(CudaPointerAttributes, host_pointer),
+        ),
+        ("ncclConfig_t", "size", offset_of!(NcclConfig, size)),
+        ("ncclConfig_t", "magic", offset_of!(NcclConfig, magic)),
+        ("ncclConfig_t", "version", offset_of!(NcclConfig, version)),
+        ("ncclConfig_t", "blocking", offset_of!(NcclConfig, blocking)),
+        ("ncclConfig_t", "netName", offset_of!(NcclConfig, net_name)),
+        (
+            "ncclConfig_t",
+            "commName",
+            offset_of!(NcclConfig, comm_name),
+        ),
+        (
+            "ncclConfig_t",
+            "collnetEnable",
+            offset_of!(NcclConfig, ints3),
+        ),
     ];
     for (ty, field, offset) in layout {
         static_assert(&mut out, &format!("offsetof({ty}, {field}) == {offset}"));
@@ -253,6 +306,81 @@ fn bindings_match_the_real_headers() {
         .filter(|l| l.starts_with("_Static_assert") || l.contains("dipu_check_"))
         .count();
     assert!(checked > 100, "only {checked} checks were generated");
+}
+
+/// The fake libraries' exported functions (`dipu-fake-cuda`), checked the
+/// same way against the same headers.
+fn fakes_source() -> String {
+    let types = all_types();
+    let names: HashMap<&str, &str> = types.iter().map(|t| (t.rust, t.c)).collect();
+    let mut out = PRELUDE.to_owned();
+    for (library, signatures) in [
+        ("fake_cudart", dipu_fake_cuda::RUNTIME),
+        ("fake_driver", dipu_fake_cuda::DRIVER),
+        ("fake_nccl", dipu_fake_cuda::NCCL),
+    ] {
+        for s in signatures {
+            pointer_check(library, s.name, s.name, s.ret, s.args, &names, &mut out);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_fakes_match_the_real_headers() {
+    let source = fakes_source();
+    if let Err(errors) = compile(&source) {
+        panic!("the fakes differ from NVIDIA's headers:\n{errors}\n--- generated C ---\n{source}");
+    }
+}
+
+#[test]
+fn the_fakes_export_every_bound_function_with_the_bindings_types() {
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    let fakes: Vec<&dipu_fake_cuda::Signature> = [
+        dipu_fake_cuda::RUNTIME,
+        dipu_fake_cuda::DRIVER,
+        dipu_fake_cuda::NCCL,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for s in [
+        cudart::Cudart::SIGNATURES,
+        nccl::Nccl::SIGNATURES,
+        driver::Driver::SIGNATURES,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let fake = fakes
+            .iter()
+            .find(|f| s.symbols.contains(&f.name))
+            .unwrap_or_else(|| panic!("the fake exports none of {:?}", s.symbols));
+        let bound: Vec<String> = s.args.iter().map(|(_, ty)| squash(ty)).collect();
+        let faked: Vec<String> = fake.args.iter().map(|ty| squash(ty)).collect();
+        assert_eq!(bound, faked, "{}: arguments", s.name);
+        assert_eq!(squash(s.ret), squash(fake.ret), "{}: return type", s.name);
+    }
+}
+
+#[test]
+fn the_check_catches_a_renamed_symbol() {
+    let types = all_types();
+    let names: HashMap<&str, &str> = types.iter().map(|t| (t.rust, t.c)).collect();
+    let mut out = PRELUDE.to_owned();
+    // cuda.h `#define`s cuDeviceTotalMem to cuDeviceTotalMem_v2.
+    pointer_check(
+        "x",
+        "cuDeviceTotalMem",
+        "cuDeviceTotalMem",
+        "CUresult",
+        &["*mut usize", "CUdevice"],
+        &names,
+        &mut out,
+    );
+    let errors = compile(&out).expect_err("a macro-renamed symbol must be refused");
+    assert!(errors.contains("cuDeviceTotalMem is a macro"), "{errors}");
 }
 
 #[test]

@@ -1,0 +1,28 @@
+//! Vendor-neutral machinery of the fake vendor libraries (`libcudart`,
+//! `libcuda` and `libnccl` today; `libascendcl`/`libhccl` and
+//! `libcnrt`/`libcncl`/`libcndrv` next), which let a vendor crate run its
+//! whole path in CI without hardware. A fake is a `cdylib` exporting the
+//! real library's C functions over host memory; this crate gives it:
+//!
+//! - [`config`]: the shared environment (`DIPU_FAKE_TRACE`, `DIPU_FAKE_FAULTS`,
+//!   `DIPU_FAKE_LATENCY_US`, `DIPU_FAKE_DEVICES`, `DIPU_FAKE_MEMORY`) and the
+//!   fault specification;
+//! - [`trace`]: the call trace tests assert sequences on;
+//! - [`stream`]: streams as worker threads with a latency, and events with
+//!   record generations;
+//! - [`host`]: the one host-callback thread shared by every stream;
+//! - [`thread`]: the per-thread current device and the fork detector;
+//! - [`handles`]: opaque, never-null handles for objects;
+//! - [`vmem`]: virtual memory over `memfd` and `mmap` with per-device access;
+//! - [`collective`]: communicators whose ranks are threads of one process.
+//!
+//! See `README.md` for how a new vendor fake is built on it.
+
+pub mod collective;
+pub mod config;
+pub mod handles;
+pub mod host;
+pub mod stream;
+pub mod thread;
+pub mod trace;
+pub mod vmem;
