@@ -90,7 +90,7 @@ for build in new old; do
   ln -s "$PWD/target/debug/$fake" "$cann/$build/lib64/libhccl.so"
   echo "-- $build: selftest, replay (every algorithm), process group, C API"
   ASCEND_HOME_PATH="$cann/$build" ./target/debug/dipu selftest --vendor ascend | tail -n 1
-  ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_MEMORY=2G \
+  ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_MEMORY=2147483648 \
     ./target/debug/dipu replay --all --streams 2 --vendor ascend allocator/traces/resnet18.trace | sed -n '/^algorithm/,/^$/p'
   DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_DEVICES=4 \
     cargo test --workspace --locked -q --test group_collectives 2>&1 | grep "test result"

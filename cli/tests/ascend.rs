@@ -127,7 +127,7 @@ fn replay_runs_every_algorithm_on_the_fake() {
         &["replay", "--all", "--vendor", "ascend", trace],
         Some(cann.path()),
     )
-    .env("DIPU_FAKE_MEMORY", "2G"));
+    .env("DIPU_FAKE_MEMORY", "2147483648"));
     assert_eq!(code, 0, "{out}\n{err}");
     for row in ["TORCH", "BF ", "BS ", "RAW", "BF+expandable"] {
         assert!(

@@ -42,9 +42,10 @@ macro_rules! hccl_fns {
 
 acl! {
     fn aclInit(_config_path: *const c_char) {
-        if let Err(e) = crate::config::config() {
+        if let Some(e) = crate::config::problem() {
             return fail(code::INVALID_PARAM, format!("the fake's settings are invalid: {e}"));
         }
+        dipu_fakekit::thread::mark_initialised();
         // "重复调用aclInit接口会返回ACL_ERROR_REPEAT_INITIALIZE错误码，您可以忽略该错误"
         // (aclInit.md).
         if state::INITIALIZED.swap(true, Ordering::AcqRel) {

@@ -2,7 +2,7 @@
 //!
 //! - `aclrtLaunchHostFunc`: "会在Stream上注册的线程（该线程在本接口内部创建并注册）
 //!   中执行回调函数，并且回调任务默认阻塞本Stream上后续任务的执行"
-//!   (aclrtLaunchHostFunc.md): the fake's own callback thread runs it while
+//!   (aclrtLaunchHostFunc.md): the fake kit's callback thread runs it while
 //!   the stream waits;
 //! - `aclrtSubscribeReport` + `aclrtLaunchCallback` + `aclrtProcessReport`:
 //!   the callback runs on the thread the stream is subscribed to, when that
@@ -15,7 +15,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
-use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -75,26 +74,6 @@ fn use_model(stream: &Stream, model: Model) -> R {
     }
 }
 
-/// A callback for the callback thread, and its done signal.
-type Job = (Call, Arc<Done>);
-
-/// The thread that runs `aclrtLaunchHostFunc` callbacks.
-fn host_func_thread() -> &'static Mutex<Sender<Job>> {
-    static THREAD: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
-    THREAD.get_or_init(|| {
-        let (tx, rx) = channel::<Job>();
-        let _ = std::thread::Builder::new()
-            .name("fake-acl-callback".into())
-            .spawn(move || {
-                for (call, done) in rx {
-                    call.run();
-                    done.set();
-                }
-            });
-        Mutex::new(tx)
-    })
-}
-
 /// `aclrtLaunchHostFunc`.
 #[cfg_attr(
     feature = "old-cann",
@@ -114,15 +93,9 @@ pub(crate) fn launch_host_func(
         f,
         arg: arg as usize,
     };
+    // The fake kit's one callback thread runs it; the stream waits.
     s.enqueue(Box::new(move || {
-        let done = Arc::new(Done::default());
-        if host_func_thread()
-            .lock()
-            .send((call, Arc::clone(&done)))
-            .is_ok()
-        {
-            done.wait();
-        }
+        dipu_fakekit::host::run(Box::new(move || call.run()))
     }))
 }
 

@@ -65,17 +65,23 @@ fn set_message(text: &str) {
 pub(crate) fn run(symbol: &'static str, internal: i32, body: impl FnOnce() -> R) -> i32 {
     // "不应该调用资源申请、资源释放、Stream同步、Device同步、任务下发…等接口"
     // (aclrtLaunchHostFunc.md): a callback must not call the runtime.
-    if IN_CALLBACK.with(Cell::get) {
+    if IN_CALLBACK.with(Cell::get) || dipu_fakekit::host::in_callback() {
         let text =
             format!("{symbol}: called from a host callback, which must not call ACL or HCCL");
         set_message(&text);
-        crate::trace::call(symbol, internal, &text);
+        trace(symbol, internal, &text);
         return internal;
     }
-    if let Some(code) = crate::config::get().faults.check(symbol) {
+    if dipu_fakekit::thread::forked() {
+        let text = format!("{symbol}: called in a child of the process that initialised ACL");
+        set_message(&text);
+        trace(symbol, internal, &text);
+        return internal;
+    }
+    if let Some(code) = crate::config::get().faults.fail(symbol) {
         let text = format!("{symbol}: injected fault (DIPU_FAKE_FAULTS)");
         set_message(&text);
-        crate::trace::call(symbol, code, "injected");
+        trace(symbol, code, "injected");
         return code;
     }
     let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
@@ -86,16 +92,39 @@ pub(crate) fn run(symbol: &'static str, internal: i32, body: impl FnOnce() -> R)
     });
     match result {
         Ok(()) => {
-            crate::trace::call(symbol, 0, "");
+            trace(symbol, 0, "");
             0
         }
         Err(f) => {
             let text = format!("{symbol}: {}", f.message);
             set_message(&text);
-            crate::trace::call(symbol, f.code, &f.message);
+            trace(symbol, f.code, &f.message);
             f.code
         }
     }
+}
+
+/// One line of the call trace (`DIPU_FAKE_TRACE`): `symbol -> code (note)`.
+pub(crate) fn trace(symbol: &str, code: i32, note: &str) {
+    dipu_fakekit::trace::call(symbol, || {
+        if note.is_empty() {
+            format!("-> {code}")
+        } else {
+            format!("-> {code} ({note})")
+        }
+    });
+}
+
+/// An injected out-of-memory (`oom@N` in `DIPU_FAKE_FAULTS`) for this
+/// allocation, if it is the one.
+pub(crate) fn injected_oom() -> R {
+    if crate::config::get().faults.oom() {
+        return fail(
+            code::RT_MEMORY_ALLOCATION,
+            "injected out of memory (DIPU_FAKE_FAULTS oom@N)",
+        );
+    }
+    Ok(())
 }
 
 /// Writes `value` through an out-pointer, refusing null.

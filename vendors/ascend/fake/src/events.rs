@@ -1,13 +1,12 @@
-//! Events: a record is a task that marks the event's generation done and
-//! stamps the time; waits compare generations.
+//! Events: the fake kit's record generations, with ACL's flags (`SYNC`,
+//! `TIME_LINE`) and the per-device limit.
 
+use dipu_fakekit::stream::Event as KitEvent;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::entry::{code, fail, out, R};
 use crate::state;
@@ -21,30 +20,13 @@ pub(crate) const TIME_LINE: u32 = 8;
 /// 65536" (aclrtCreateEventWithFlag.md).
 const SYNC_EVENT_LIMIT: usize = 65_536;
 
-#[derive(Debug, Default)]
-struct Marks {
-    recorded: u64,
-    completed: u64,
-    time: Option<Instant>,
-}
-
-/// One event.
+/// One event: the fake kit's event (record generations, completion time)
+/// with ACL's flags and device.
 #[derive(Debug)]
 pub(crate) struct Event {
     flags: u32,
     device: i32,
-    marks: Mutex<Marks>,
-    changed: Condvar,
-}
-
-impl Event {
-    /// Waits until generation `target` is done.
-    fn wait(&self, target: u64) {
-        let mut marks = self.marks.lock();
-        while marks.completed < target {
-            self.changed.wait(&mut marks);
-        }
-    }
+    kit: Arc<KitEvent>,
 }
 
 fn events() -> &'static Mutex<HashMap<usize, Arc<Event>>> {
@@ -80,10 +62,7 @@ pub(crate) fn create(event: *mut *mut c_void, flags: u32) -> R {
     }
     let dev = state::device(device)?;
     if flags & SYNC != 0 {
-        let limit = crate::config::get()
-            .faults
-            .event_limit
-            .unwrap_or(SYNC_EVENT_LIMIT);
+        let limit = SYNC_EVENT_LIMIT;
         if dev.sync_events.fetch_add(1, Ordering::AcqRel) >= limit {
             dev.sync_events.fetch_sub(1, Ordering::AcqRel);
             return fail(
@@ -95,8 +74,7 @@ pub(crate) fn create(event: *mut *mut c_void, flags: u32) -> R {
     let e = Arc::new(Event {
         flags,
         device,
-        marks: Mutex::new(Marks::default()),
-        changed: Condvar::new(),
+        kit: KitEvent::new(flags & TIME_LINE != 0),
     });
     let handle = Arc::as_ptr(&e) as usize;
     out(event, handle as *mut c_void, "event")?;
@@ -126,37 +104,20 @@ pub(crate) fn record(handle: *mut c_void, stream: *mut c_void) -> R {
             "the stream and the event belong to different devices",
         );
     }
-    let generation = {
-        let mut marks = e.marks.lock();
-        marks.recorded += 1;
-        marks.recorded
-    };
-    let event = Arc::clone(&e);
-    s.enqueue(Box::new(move || {
-        let mut marks = event.marks.lock();
-        marks.completed = marks.completed.max(generation);
-        marks.time = Some(Instant::now());
-        drop(marks);
-        event.changed.notify_all();
-    }))
+    e.kit.record(&s.worker);
+    Ok(())
 }
 
 /// `aclrtQueryEventStatus`: 1 (complete) or 0 (not ready).
 pub(crate) fn query(handle: *mut c_void, status: *mut i32) -> R {
     let e = get(handle)?;
-    let marks = e.marks.lock();
-    out(
-        status,
-        i32::from(marks.completed >= marks.recorded),
-        "status",
-    )
+    out(status, i32::from(e.kit.query()), "status")
 }
 
 /// `aclrtSynchronizeEvent`.
 pub(crate) fn synchronize(handle: *mut c_void) -> R {
     let e = get(handle)?;
-    let target = e.marks.lock().recorded;
-    e.wait(target);
+    e.kit.wait();
     Ok(())
 }
 
@@ -171,8 +132,7 @@ pub(crate) fn stream_wait(stream: *mut c_void, handle: *mut c_void) -> R {
         );
     }
     let s = resolve(stream)?;
-    let target = e.marks.lock().recorded;
-    s.enqueue(Box::new(move || e.wait(target)))
+    s.enqueue(e.kit.waiter())
 }
 
 /// `aclrtEventElapsedTime`: both events need `ACL_EVENT_TIME_LINE` and a
@@ -187,17 +147,16 @@ pub(crate) fn elapsed(ms: *mut f32, start: *mut c_void, end: *mut c_void) -> R {
                 format!("the {name} event has no ACL_EVENT_TIME_LINE"),
             );
         }
-        let marks = e.marks.lock();
-        if marks.recorded == 0 {
+        if !e.kit.recorded() {
             return fail(
                 code::RT_PARAM_INVALID,
                 format!("the {name} event was never recorded"),
             );
         }
-        if marks.completed < marks.recorded {
+        let Some(at) = e.kit.completed_at() else {
             return fail(507_006, format!("the {name} event is not complete"));
-        }
-        times.push(marks.time.unwrap_or_else(Instant::now));
+        };
+        times.push(at);
     }
     let millis = if times[1] >= times[0] {
         (times[1] - times[0]).as_secs_f32() * 1000.0

@@ -9,9 +9,8 @@
 //!
 //! Modelled from HCCL's header: `HcclBroadcast(void *buf, ...)` has one
 //! buffer (in place only); `HcclReduceOp` has sum, prod, max and min (no
-//! average); there is no abort call. A rank that waits longer than the
-//! collective timeout (`hccl_timeout_ms` in DIPU_FAKE_FAULTS, default 60 s)
-//! fails its communicator with `HCCL_E_TIMEOUT`, which
+//! average); there is no abort call. A rank that waits longer than 60 s
+//! for the others fails its communicator with `HCCL_E_TIMEOUT`, which
 //! `HcclGetCommAsyncError` then reports, and its stream moves on.
 
 use std::cell::RefCell;
@@ -51,13 +50,9 @@ pub(crate) fn from_acl(f: Fail) -> Fail {
     }
 }
 
+/// How long a rank waits for the others.
 fn timeout() -> Duration {
-    Duration::from_millis(
-        crate::config::get()
-            .faults
-            .hccl_timeout_ms
-            .unwrap_or(60_000),
-    )
+    Duration::from_secs(60)
 }
 
 /// What a rank brings to a collective.
@@ -293,7 +288,7 @@ pub(crate) fn collective(
     let seq = c.next.fetch_add(1, Ordering::AcqRel);
     s.enqueue(Box::new(move || {
         if let Err(f) = run(&c, seq, deposit) {
-            crate::trace::call("hccl collective", f.code, &f.message);
+            crate::entry::trace("hccl collective", f.code, &f.message);
             c.error.store(f.code, Ordering::Release);
         }
     }))
@@ -509,7 +504,7 @@ pub(crate) fn batch(items: &[Item], handle: *mut c_void, stream: *mut c_void) ->
     let items = items.to_vec();
     s.enqueue(Box::new(move || {
         if let Err(f) = exchange(&c, &items) {
-            crate::trace::call("hccl send/recv", f.code, &f.message);
+            crate::entry::trace("hccl send/recv", f.code, &f.message);
             c.error.store(f.code, Ordering::Release);
         }
     }))

@@ -23,19 +23,19 @@
 //! what the torch-npu 2.1.0 headers lack. Faults, latency, devices, memory
 //! and a call trace come from the environment ([`config`]).
 //!
-//! The vendor-neutral parts (stream workers, events, faults, trace) are
-//! written to move into a shared fake kit.
+//! The vendor-neutral parts come from `dipu-fakekit` (the shared settings
+//! and faults, the call trace, stream worker threads, events with record
+//! generations, the host-callback thread, the fork check); ACL's virtual
+//! memory and HCCL's cliques stay here (see `docs/ascend.md`).
 
 mod acl;
 mod callbacks;
 mod config;
 mod entry;
 mod events;
-mod faults;
 mod hccl;
 mod memory;
 mod reduce;
 mod state;
 mod streams;
-mod trace;
 mod vmm;

@@ -21,7 +21,12 @@ fn round_up(n: usize, to: usize) -> Option<usize> {
 
 fn layout(len: usize) -> R<Layout> {
     Layout::from_size_align(len.max(1), ALIGN).map_or_else(
-        |_| fail(code::RT_MEMORY_ALLOCATION, format!("{len} bytes is more than the host has")),
+        |_| {
+            fail(
+                code::RT_MEMORY_ALLOCATION,
+                format!("{len} bytes is more than the host has"),
+            )
+        },
         Ok,
     )
 }
@@ -40,6 +45,7 @@ pub(crate) fn malloc(ptr: *mut *mut c_void, size: usize, pad: bool) -> R {
             message: format!("{size} bytes overflows"),
         })?;
     let dev = state::device(device)?;
+    crate::entry::injected_oom()?;
     let total = crate::config::get().memory;
     let counted = len as u64;
     if dev.used.fetch_add(counted, Ordering::AcqRel) + counted > total {
@@ -118,12 +124,12 @@ pub(crate) fn free(ptr: *mut c_void) -> R {
     state::device(device)?
         .used
         .fetch_sub(counted, Ordering::AcqRel);
-    let pending: u64 = of_device(device).iter().map(|s| s.pending()).sum();
+    let pending = of_device(device).iter().filter(|s| !s.idle()).count();
     if pending > 0 {
-        crate::trace::call(
+        crate::entry::trace(
             "aclrtFree",
             0,
-            &format!("{pending} tasks still queued on device {device}"),
+            &format!("{pending} streams of device {device} still have work queued"),
         );
     }
     graveyard()
@@ -139,6 +145,7 @@ pub(crate) fn malloc_host(ptr: *mut *mut c_void, size: usize) -> R {
     if size == 0 {
         return fail(code::INVALID_PARAM, "size must not be 0");
     }
+    crate::entry::injected_oom()?;
     // SAFETY: a non-zero size and a valid alignment.
     let p = unsafe { std::alloc::alloc(layout(size)?) };
     if p.is_null() {
@@ -328,18 +335,16 @@ pub(crate) fn memset_async(
     }))
 }
 
-/// `aclrtDeviceCanAccessPeer` (`no_peer` in DIPU_FAKE_FAULTS: never).
+/// `aclrtDeviceCanAccessPeer`: any two devices can (inject a failure of
+/// it, or of `aclrtDeviceEnablePeerAccess`, to take the vendor's path
+/// through the host).
 pub(crate) fn can_access_peer(can: *mut i32, device: i32, peer: i32) -> R {
     state::device(device)?;
     state::device(peer)?;
     if device == peer {
         return fail(code::INVALID_PARAM, "a device and itself are not peers");
     }
-    out(
-        can,
-        i32::from(!crate::config::get().faults.no_peer),
-        "canAccessPeer",
-    )
+    out(can, 1, "canAccessPeer")
 }
 
 /// `aclrtDeviceEnablePeerAccess` from the current device.
@@ -349,7 +354,7 @@ pub(crate) fn enable_peer(peer: i32, flags: u32) -> R {
     if flags != 0 {
         return fail(code::INVALID_PARAM, "flags must be 0");
     }
-    if me == peer || crate::config::get().faults.no_peer {
+    if me == peer {
         return fail(
             code::RT_FEATURE_NOT_SUPPORT,
             format!("devices {me} and {peer} cannot be peers"),

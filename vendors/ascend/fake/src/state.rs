@@ -1,8 +1,8 @@
-//! Process state: initialisation, devices, each thread's current device,
+//! Process state: initialisation, devices, each thread's current device
+//! (the fake kit's: none until `aclrtSetDevice`),
 //! and the registry of memory regions (device allocations, pinned host
 //! memory, mappings).
 
-use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -14,11 +14,6 @@ use crate::streams::Stream;
 
 /// Set by the first `aclInit`.
 pub(crate) static INITIALIZED: AtomicBool = AtomicBool::new(false);
-
-thread_local! {
-    /// The device this thread set (`None` until `aclrtSetDevice`).
-    static CURRENT: Cell<Option<i32>> = const { Cell::new(None) };
-}
 
 /// One fake device.
 #[derive(Default)]
@@ -75,7 +70,7 @@ pub(crate) fn require_init() -> R {
 /// device fail on a thread that never set one.
 pub(crate) fn current() -> R<i32> {
     require_init()?;
-    CURRENT.with(Cell::get).map_or_else(
+    dipu_fakekit::thread::current_device().map_or_else(
         || {
             fail(
                 code::RT_CONTEXT_NULL,
@@ -90,7 +85,7 @@ pub(crate) fn current() -> R<i32> {
 pub(crate) fn set_current(id: i32) -> R {
     require_init()?;
     device(id)?.set_count.fetch_add(1, Ordering::Relaxed);
-    CURRENT.with(|c| c.set(Some(id)));
+    dipu_fakekit::thread::set_current_device(id);
     Ok(())
 }
 

@@ -3,16 +3,16 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::{Condvar, Mutex};
+use dipu_fakekit::stream::Worker;
+use parking_lot::Mutex;
 
 use crate::entry::{code, fail, R};
 use crate::state;
 
 /// Work queued on a stream.
-pub(crate) type Task = Box<dyn FnOnce() + Send>;
+pub(crate) type Task = dipu_fakekit::stream::Job;
 
 /// Which host callback model a stream has used (never both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,18 +23,10 @@ pub(crate) enum Model {
     Report,
 }
 
-/// Submitted and finished task counts.
-#[derive(Debug, Default)]
-struct Progress {
-    counts: Mutex<(u64, u64)>,
-    changed: Condvar,
-}
-
-/// One stream.
+/// One stream: a [`Worker`] thread of the fake kit runs its tasks in order.
 pub(crate) struct Stream {
     pub(crate) device: i32,
-    queue: Mutex<Option<Sender<Task>>>,
-    progress: Arc<Progress>,
+    pub(crate) worker: Worker,
     /// The callback model in use.
     pub(crate) model: Mutex<Option<Model>>,
     /// The thread subscribed to its callbacks.
@@ -43,30 +35,12 @@ pub(crate) struct Stream {
 
 impl Stream {
     fn new(device: i32) -> R<Arc<Stream>> {
-        let (tx, rx) = std::sync::mpsc::channel::<Task>();
-        let progress = Arc::new(Progress::default());
-        let worker = Arc::clone(&progress);
-        let latency = crate::config::get().latency;
-        std::thread::Builder::new()
-            .name(format!("fake-acl-stream-d{device}"))
-            .spawn(move || {
-                for task in rx {
-                    if !latency.is_zero() {
-                        std::thread::sleep(latency);
-                    }
-                    task();
-                    worker.counts.lock().1 += 1;
-                    worker.changed.notify_all();
-                }
-            })
-            .map_err(|e| crate::entry::Fail {
-                code: code::RT_INTERNAL_ERROR,
-                message: format!("cannot start a stream thread: {e}"),
-            })?;
         Ok(Arc::new(Stream {
             device,
-            queue: Mutex::new(Some(tx)),
-            progress,
+            worker: Worker::new(
+                &format!("fake-acl-stream-d{device}"),
+                crate::config::get().latency,
+            ),
             model: Mutex::new(None),
             subscriber: Mutex::new(None),
         }))
@@ -74,41 +48,22 @@ impl Stream {
 
     /// Queues `task`.
     pub(crate) fn enqueue(&self, task: Task) -> R {
-        let queue = self.queue.lock();
-        let Some(tx) = queue.as_ref() else {
-            return fail(code::RT_INVALID_HANDLE, "the stream was destroyed");
-        };
-        self.progress.counts.lock().0 += 1;
-        if tx.send(task).is_err() {
-            self.progress.counts.lock().0 -= 1;
-            return fail(code::RT_INTERNAL_ERROR, "the stream's thread is gone");
-        }
+        self.worker.submit(task);
         Ok(())
     }
 
     /// Waits until everything queued so far is done.
     pub(crate) fn synchronize(&self) {
-        let mut counts = self.progress.counts.lock();
-        let target = counts.0;
-        while counts.1 < target {
-            self.progress.changed.wait(&mut counts);
-        }
+        self.worker.drain();
     }
 
     /// Whether everything queued is done.
     pub(crate) fn idle(&self) -> bool {
-        let counts = self.progress.counts.lock();
-        counts.1 >= counts.0
-    }
-
-    /// Tasks queued and not done.
-    pub(crate) fn pending(&self) -> u64 {
-        let counts = self.progress.counts.lock();
-        counts.0 - counts.1
+        self.worker.idle()
     }
 
     fn close(&self) {
-        self.queue.lock().take();
+        self.worker.close();
     }
 }
 
@@ -197,13 +152,10 @@ pub(crate) fn destroy(handle: *mut c_void) -> R {
             ),
         );
     }
-    let pending = stream.pending();
-    if pending > 0 {
+    if !stream.idle() {
         return fail(
             code::RT_STREAM_NOT_COMPLETE,
-            format!(
-                "{pending} tasks are still queued: synchronise the stream before destroying it"
-            ),
+            "tasks are still queued: synchronise the stream before destroying it",
         );
     }
     if stream.subscriber.lock().is_some() {

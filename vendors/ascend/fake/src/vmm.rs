@@ -164,6 +164,7 @@ pub(crate) fn malloc_physical(
             format!("size {size} is not a multiple of {GRANULARITY}"),
         );
     }
+    crate::entry::injected_oom()?;
     let total = crate::config::get().memory;
     if dev.used.fetch_add(size as u64, Ordering::AcqRel) + size as u64 > total {
         dev.used.fetch_sub(size as u64, Ordering::AcqRel);
