@@ -51,7 +51,8 @@ fn get(handle: *mut c_void) -> R<Arc<Event>> {
 }
 
 /// `aclrtCreateEventWithFlag`. Events with `ACL_EVENT_SYNC` are limited per
-/// device (`DIPU_FAKE_FAULTS=events:N` lowers the limit).
+/// device (`fail:aclrtCreateEventWithFlag@N=207007` in `DIPU_FAKE_FAULTS`
+/// makes the N-th creation fail as if the limit were reached).
 pub(crate) fn create(event: *mut *mut c_void, flags: u32) -> R {
     let device = state::current()?;
     if flags & !(SYNC | TIME_LINE) != 0 {
