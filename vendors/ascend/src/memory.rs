@@ -106,6 +106,9 @@ impl AscendVendor {
             return Ok(());
         }
         self.bind()?;
+        if stream.is_none() {
+            self.after_default_stream()?;
+        }
         let value = i32::from(value);
         let code = match stream {
             // SAFETY: by the caller's contract.
@@ -139,6 +142,9 @@ impl AscendVendor {
             return Ok(());
         }
         self.bind()?;
+        if stream.is_none() {
+            self.after_default_stream()?;
+        }
         let code = match stream {
             // SAFETY: by the caller's contract.
             None => unsafe { (self.acl.aclrtMemcpy()?)(dst, bytes, src, bytes, memcpy_kind(kind)) },
@@ -167,6 +173,17 @@ impl AscendVendor {
             };
             format!("{call}({dst:p}, {src:p}, {bytes} bytes, {kind:?})")
         })
+    }
+
+    /// Waits for the current device's default stream. The trait's
+    /// synchronous copies and fills follow CUDA's, which are ordered after
+    /// the default stream's work; ACL's `aclrtMemcpy` and `aclrtMemset` run
+    /// at once, without any stream synchronisation.
+    fn after_default_stream(&self) -> Result<()> {
+        // SAFETY: the default (null) stream of the bound device.
+        let code = unsafe { (self.acl.aclrtSynchronizeStream()?)(std::ptr::null_mut()) };
+        self.acl
+            .check(code, || "aclrtSynchronizeStream(default stream)".into())
     }
 
     /// A copy between two devices' memory: device to device once peer

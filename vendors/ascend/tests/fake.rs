@@ -123,6 +123,35 @@ fn an_async_host_to_host_copy_runs_in_order_on_the_stream() {
 }
 
 #[test]
+fn synchronous_copies_follow_the_default_streams_work() {
+    // aclrtMemcpy does not wait for any stream; the trait's memcpy is
+    // ordered after the default stream, as cudaMemcpy is.
+    let home = fake_home(Build::New);
+    let api = vendor_in(home.path());
+    let dev = api.malloc(4096).unwrap();
+    let mut back = vec![0u8; 4096];
+    // SAFETY: live buffers; the default stream is synchronised by memcpy.
+    unsafe {
+        api.memset(dev, 1, 4096).unwrap();
+        api.launch_host_func(
+            StreamHandle::DEFAULT,
+            Box::new(|| std::thread::sleep(std::time::Duration::from_millis(50))),
+        )
+        .unwrap();
+        api.memset_async(dev, 9, 4096, StreamHandle::DEFAULT)
+            .unwrap();
+        api.memcpy(back.as_mut_ptr().cast(), dev, 4096, CopyKind::DeviceToHost)
+            .unwrap();
+        api.free(dev).unwrap();
+    }
+    assert_eq!(
+        back,
+        vec![9u8; 4096],
+        "the copy ran before the queued memset"
+    );
+}
+
+#[test]
 fn unmap_takes_every_mapping_of_the_range_and_refuses_cuts() {
     let home = fake_home(Build::New);
     let api = vendor_in(home.path());
