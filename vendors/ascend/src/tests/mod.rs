@@ -1,4 +1,5 @@
-//! Unit tests. The header test needs the CANN headers that
+//! Unit tests. `fake_symbols` loads the fakes (dev-dependencies). The header test needs the CANN headers that
 //! `scripts/cann-headers.sh` downloads, and fails (never skips) without them.
 
+mod fake_symbols;
 mod headers;
