@@ -6,7 +6,8 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
 
 use crate::entry::{code, fail, out, recent_message, run};
-use crate::hccl::{self, what, Item};
+use crate::hccl::{self, what};
+use crate::p2p::{self, Item};
 use crate::vmm::PhysicalMemProp;
 use crate::{callbacks, events, memory, state, streams, vmm};
 
@@ -286,10 +287,10 @@ hccl_fns! {
         hccl::collective(what::REDUCE, send, recv, count, dtype, op, root, comm, stream)
     }
     fn HcclSend(buf: *mut c_void, count: u64, dtype: i32, peer: u32, comm: *mut c_void, stream: *mut c_void) {
-        hccl::batch(&[item(true, buf, count, dtype, peer)], comm, stream)
+        p2p::batch(&[item(true, buf, count, dtype, peer)], comm, stream)
     }
     fn HcclRecv(buf: *mut c_void, count: u64, dtype: i32, peer: u32, comm: *mut c_void, stream: *mut c_void) {
-        hccl::batch(&[item(false, buf, count, dtype, peer)], comm, stream)
+        p2p::batch(&[item(false, buf, count, dtype, peer)], comm, stream)
     }
     fn HcclBatchSendRecv(items: *mut Item, n: u32, comm: *mut c_void, stream: *mut c_void) {
         if items.is_null() && n > 0 {
@@ -301,14 +302,14 @@ hccl_fns! {
             // SAFETY: `n` items, by the prototype.
             unsafe { std::slice::from_raw_parts(items, n as usize) }
         };
-        hccl::batch(list, comm, stream)
+        p2p::batch(list, comm, stream)
     }
     #[cfg(not(feature = "old-cann"))]
     fn HcclGroupStart() {
-        hccl::group_start()
+        p2p::group_start()
     }
     #[cfg(not(feature = "old-cann"))]
     fn HcclGroupEnd() {
-        hccl::group_end()
+        p2p::group_end()
     }
 }

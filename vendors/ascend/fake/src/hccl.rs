@@ -5,7 +5,7 @@
 //! buffers, waits for all the others (first barrier), computes its result
 //! from all of them into a private buffer, waits again (second barrier: no
 //! rank writes a buffer another may still read), then writes its result.
-//! Sends and receives meet in per-pair queues.
+//! Sends and receives meet in per-pair queues ([`crate::p2p`]).
 //!
 //! Modelled from HCCL's header: `HcclBroadcast(void *buf, ...)` has one
 //! buffer (in place only); `HcclReduceOp` has sum, prod, max and min (no
@@ -13,7 +13,6 @@
 //! for the others fails its communicator with `HCCL_E_TIMEOUT`, which
 //! `HcclGetCommAsyncError` then reports, and its stream moves on.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -51,7 +50,7 @@ pub(crate) fn from_acl(f: Fail) -> Fail {
 }
 
 /// How long a rank waits for the others.
-fn timeout() -> Duration {
+pub(crate) fn timeout() -> Duration {
     Duration::from_secs(60)
 }
 
@@ -74,30 +73,30 @@ struct Slot {
     left: usize,
 }
 
-struct Message {
-    ptr: usize,
-    bytes: usize,
-    taken: Arc<(Mutex<bool>, Condvar)>,
+pub(crate) struct Message {
+    pub(crate) ptr: usize,
+    pub(crate) bytes: usize,
+    pub(crate) taken: Arc<(Mutex<bool>, Condvar)>,
 }
 
 #[derive(Default)]
-struct CliqueState {
+pub(crate) struct CliqueState {
     joined: usize,
     slots: HashMap<u64, Slot>,
-    pairs: HashMap<(u32, u32), VecDeque<Message>>,
+    pub(crate) pairs: HashMap<(u32, u32), VecDeque<Message>>,
     failed: bool,
 }
 
-struct Clique {
-    size: usize,
-    state: Mutex<CliqueState>,
-    changed: Condvar,
+pub(crate) struct Clique {
+    pub(crate) size: usize,
+    pub(crate) state: Mutex<CliqueState>,
+    pub(crate) changed: Condvar,
 }
 
 impl Clique {
     /// Waits until `done` holds; `Err` after the timeout or when another
     /// rank timed out (the clique is then failed for everyone).
-    fn wait(
+    pub(crate) fn wait(
         &self,
         guard: &mut MutexGuard<'_, CliqueState>,
         done: impl Fn(&CliqueState) -> bool,
@@ -122,10 +121,10 @@ impl Clique {
 
 /// A communicator: one rank of a clique.
 pub(crate) struct Comm {
-    clique: Arc<Clique>,
-    rank: u32,
+    pub(crate) clique: Arc<Clique>,
+    pub(crate) rank: u32,
     next: AtomicU64,
-    error: AtomicI32,
+    pub(crate) error: AtomicI32,
 }
 
 fn comms() -> &'static Mutex<HashMap<usize, Arc<Comm>>> {
@@ -133,7 +132,7 @@ fn comms() -> &'static Mutex<HashMap<usize, Arc<Comm>>> {
     COMMS.get_or_init(Default::default)
 }
 
-fn comm(handle: *mut c_void) -> R<Arc<Comm>> {
+pub(crate) fn comm(handle: *mut c_void) -> R<Arc<Comm>> {
     comms().lock().get(&(handle as usize)).cloned().map_or_else(
         || fail(E_PTR, format!("{handle:p} is not a live communicator")),
         Ok,
@@ -389,174 +388,6 @@ fn run(c: &Comm, seq: u64, mine: Deposit) -> R {
     if let Some(out) = result {
         // SAFETY: this rank's receive buffer, of the collective's size.
         unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), mine.recv as *mut u8, out.len()) };
-    }
-    Ok(())
-}
-
-/// One send or receive (`HcclSendRecvItem`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Item {
-    pub(crate) send_recv_type: i32,
-    pub(crate) buf: *mut c_void,
-    pub(crate) count: u64,
-    pub(crate) data_type: i32,
-    pub(crate) remote_rank: u32,
-}
-
-// SAFETY: the buffer address is only used by the stream task the caller
-// keeps the buffer alive for.
-unsafe impl Send for Item {}
-
-/// Runs `items` of rank `c`: every send is posted, then every receive is
-/// taken, then the sends wait to be taken.
-fn exchange(c: &Comm, items: &[Item]) -> R {
-    let mut posted = Vec::new();
-    for it in items.iter().filter(|it| it.send_recv_type == 0) {
-        let bytes = it.count as usize * size_of(it.data_type).unwrap_or(1);
-        let taken = Arc::new((Mutex::new(false), Condvar::new()));
-        let mut s = c.clique.state.lock();
-        s.pairs
-            .entry((c.rank, it.remote_rank))
-            .or_default()
-            .push_back(Message {
-                ptr: it.buf as usize,
-                bytes,
-                taken: Arc::clone(&taken),
-            });
-        c.clique.changed.notify_all();
-        posted.push(taken);
-    }
-    for it in items.iter().filter(|it| it.send_recv_type == 1) {
-        let bytes = it.count as usize * size_of(it.data_type).unwrap_or(1);
-        let key = (it.remote_rank, c.rank);
-        let message = {
-            let mut s = c.clique.state.lock();
-            c.clique
-                .wait(&mut s, |s| s.pairs.get(&key).is_some_and(|q| !q.is_empty()))?;
-            s.pairs.get_mut(&key).and_then(VecDeque::pop_front)
-        };
-        let Some(m) = message else { continue };
-        let copied = m.bytes.min(bytes);
-        // SAFETY: the sender's buffer (alive until it is taken) into ours.
-        unsafe { std::ptr::copy_nonoverlapping(m.ptr as *const u8, it.buf as *mut u8, copied) };
-        *m.taken.0.lock() = true;
-        m.taken.1.notify_all();
-        if m.bytes != bytes {
-            return fail(
-                E_PARA,
-                format!(
-                    "rank {} sent {} bytes, rank {} expected {bytes}",
-                    it.remote_rank, m.bytes, c.rank
-                ),
-            );
-        }
-    }
-    let deadline = Instant::now() + timeout();
-    for taken in posted {
-        let mut done = taken.0.lock();
-        while !*done {
-            if taken.1.wait_until(&mut done, deadline).timed_out() && !*done {
-                return fail(E_TIMEOUT, "a send was not received in time");
-            }
-        }
-    }
-    Ok(())
-}
-
-/// An open group: its depth and the held items, with their communicator
-/// and stream.
-type Group = (u32, Vec<(usize, usize, Item)>);
-
-thread_local! {
-    /// `HcclGroupStart` depth and the sends and receives held for `HcclGroupEnd`.
-    static GROUP: RefCell<Option<Group>> = const { RefCell::new(None) };
-}
-
-/// `HcclBatchSendRecv` (and a single `HcclSend`/`HcclRecv`, or one held
-/// in a group).
-pub(crate) fn batch(items: &[Item], handle: *mut c_void, stream: *mut c_void) -> R {
-    let c = comm(handle)?;
-    let s = resolve(stream).map_err(from_acl)?;
-    for it in items {
-        if it.buf.is_null()
-            || it.send_recv_type > 1
-            || it.remote_rank as usize >= c.clique.size
-            || size_of(it.data_type).is_none()
-        {
-            return fail(E_PARA, format!("bad send/recv item {it:?}"));
-        }
-    }
-    let held = GROUP.with(|g| match g.borrow_mut().as_mut() {
-        Some((_, list)) => {
-            list.extend(
-                items
-                    .iter()
-                    .map(|it| (handle as usize, stream as usize, *it)),
-            );
-            true
-        }
-        None => false,
-    });
-    if held {
-        return Ok(());
-    }
-    let items = items.to_vec();
-    s.enqueue(Box::new(move || {
-        if let Err(f) = exchange(&c, &items) {
-            crate::entry::trace("hccl send/recv", f.code, &f.message);
-            c.error.store(f.code, Ordering::Release);
-        }
-    }))
-    .map_err(from_acl)
-}
-
-/// `HcclGroupStart`.
-#[cfg_attr(
-    feature = "old-cann",
-    expect(dead_code, reason = "not exported by the old build")
-)]
-pub(crate) fn group_start() -> R {
-    GROUP.with(|g| {
-        let mut g = g.borrow_mut();
-        match g.as_mut() {
-            Some((depth, _)) => *depth += 1,
-            None => *g = Some((1, Vec::new())),
-        }
-    });
-    Ok(())
-}
-
-/// `HcclGroupEnd`: the held sends and receives go out, one batch per
-/// communicator and stream.
-#[cfg_attr(
-    feature = "old-cann",
-    expect(dead_code, reason = "not exported by the old build")
-)]
-pub(crate) fn group_end() -> R {
-    let held = GROUP.with(|g| {
-        let mut g = g.borrow_mut();
-        match g.as_mut() {
-            None => None,
-            Some((depth, _)) if *depth > 1 => {
-                *depth -= 1;
-                Some(Vec::new())
-            }
-            Some(_) => g.take().map(|(_, list)| list),
-        }
-    });
-    let Some(held) = held else {
-        return fail(E_PARA, "HcclGroupEnd without HcclGroupStart");
-    };
-    let mut batches: Vec<((usize, usize), Vec<Item>)> = Vec::new();
-    for (c, s, it) in held {
-        match batches.iter_mut().find(|(k, _)| *k == (c, s)) {
-            Some((_, list)) => list.push(it),
-            None => batches.push(((c, s), vec![it])),
-        }
-    }
-    for ((c, s), items) in batches {
-        batch(&items, c as *mut c_void, s as *mut c_void)?;
     }
     Ok(())
 }

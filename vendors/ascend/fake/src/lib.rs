@@ -35,6 +35,7 @@ mod entry;
 mod events;
 mod hccl;
 mod memory;
+mod p2p;
 mod reduce;
 mod state;
 mod streams;
