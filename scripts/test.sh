@@ -22,6 +22,10 @@ cuda_env=$!
 ./scripts/torch-env.sh >"$pylogs/torch-env.log" 2>&1 &
 torch_env=$!
 
+step "in the background: the CANN headers of two torch-npu wheels, for the Ascend binding check (.cann-headers)"
+./scripts/cann-headers.sh >"$pylogs/cann-headers.log" 2>&1 &
+cann_headers=$!
+
 # Waits for background job $1 and shows its log $2; a failed job fails the run.
 finish() {
   local status=0
@@ -45,6 +49,7 @@ cargo build --workspace --locked
 step "waiting for the Python environments"
 finish "$cuda_env" "$pylogs/cuda-env.log"
 finish "$torch_env" "$pylogs/torch-env.log"
+finish "$cann_headers" "$pylogs/cann-headers.log"
 
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
@@ -125,5 +130,38 @@ grep -q "libcnrt.so not found; looked in: $tmp/no-neuware/lib64 (NEUWARE_HOME)" 
 rm -rf "$tmp"
 ./scripts/cambricon-prototypes.sh
 cargo test --locked -p dipu-vendor-cambricon --lib published -- --ignored
+step "Ascend on the fake CANN (dipu-fake-ascend, new and old-CANN builds): selftest, every allocator algorithm and expandable segments, the process group on 2 and 4 ranks, the C API; then no CANN at all"
+cann="$(mktemp -d)"
+DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$cann/prefix" >/dev/null
+for program in example roundtrip threads leaks; do
+  cc -std=c11 -Wall -Wextra -Werror -pthread -I ffi/tests/c "ffi/tests/c/$program.c" \
+    $(PKG_CONFIG_PATH="$cann/prefix/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
+    -Wl,-rpath,"$cann/prefix/lib" -o "$cann/$program"
+done
+for build in new old; do
+  fake=libdipu_fake_ascend.so
+  [ "$build" = old ] && fake=libdipu_fake_ascend_old.so
+  mkdir -p "$cann/$build/lib64"
+  ln -s "$PWD/target/debug/$fake" "$cann/$build/lib64/libascendcl.so"
+  ln -s "$PWD/target/debug/$fake" "$cann/$build/lib64/libhccl.so"
+  echo "-- $build: selftest, replay (every algorithm), process group, C API"
+  ASCEND_HOME_PATH="$cann/$build" ./target/debug/dipu selftest --vendor ascend | tail -n 1
+  ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_MEMORY=2147483648 \
+    ./target/debug/dipu replay --all --streams 2 --vendor ascend allocator/traces/resnet18.trace | sed -n '/^algorithm/,/^$/p'
+  DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_DEVICES=4 \
+    cargo test --workspace --locked -q --test group_collectives 2>&1 | grep "test result"
+  for program in example roundtrip threads leaks; do
+    DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" "$cann/$program" >/dev/null
+  done
+  echo "C API (example, roundtrip, threads, leaks) on DIPU_VENDOR=ascend: ok"
+done
+echo "-- no CANN: dipu info --vendor ascend must fail, naming every place searched"
+if nocann=$(env -u ASCEND_HOME_PATH -u ASCEND_TOOLKIT_HOME -u LD_LIBRARY_PATH ./target/debug/dipu info --vendor ascend 2>&1); then
+  echo "dipu info --vendor ascend succeeded without CANN" >&2
+  exit 1
+fi
+echo "$nocann"
+grep -q "libascendcl.so not found; looked in: " <<<"$nocann"
+rm -rf "$cann"
 
 step "all checks passed"

@@ -1,5 +1,5 @@
 //! `dipu replay`: an allocation trace through a device allocator on the
-//! built-in host vendor.
+//! built-in host vendor (or, with `--vendor`, another one).
 
 use std::path::PathBuf;
 
@@ -42,6 +42,10 @@ pub(crate) struct ReplayArgs {
     /// expandable_segments:True) instead of one algorithm.
     #[arg(long, conflicts_with = "algo")]
     all: bool,
+    /// Replay on this vendor (name or plugin path) instead of the built-in
+    /// host vendor, on its device 0.
+    #[arg(long, value_name = "NAME|PATH")]
+    vendor: Option<String>,
 }
 
 /// Replays the trace and prints the figures (one algorithm, or a table with
@@ -60,7 +64,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<(), Failure> {
         None => (AllocatorConfig::from_env()?, conf_from_env_text()),
     };
     let trace = read_trace(&args.trace)?;
-    let ctx = crate::vendor::host_context()?;
+    let ctx = match &args.vendor {
+        Some(spec) => crate::vendor::context_for(spec)?,
+        None => crate::vendor::host_context()?,
+    };
     let streams: Vec<Stream> = (0..args.streams)
         .map(|_| ctx.stream_from_pool(0, false))
         .collect::<Result<_>>()?;

@@ -18,6 +18,14 @@ pub(crate) fn load(spec: Option<&str>) -> Result<LoadedVendor> {
     dipu_runtime::loader().load(&spec)
 }
 
+/// A device context over the vendor `spec` names (as `--vendor`), device
+/// 0 current.
+pub(crate) fn context_for(spec: &str) -> Result<&'static DeviceContext> {
+    let ctx = DeviceContext::new(load(Some(spec))?.api)?;
+    ctx.set_device(0)?;
+    Ok(ctx)
+}
+
 /// Device memory of the host vendor used by `dipu replay` and `dipu bench`:
 /// an accounting budget only (the host vendor takes memory from the system
 /// allocator on each device malloc, and the allocators never touch it, so

@@ -20,6 +20,15 @@ use crate::{DeviceApi, Error, ErrorKind, Result};
 pub const ENV_VENDOR: &str = "DIPU_VENDOR";
 /// Environment variable with extra directories to search for vendor plugins.
 pub const ENV_VENDOR_PATH: &str = "DIPU_VENDOR_PATH";
+/// DIPU's name for the vendor, accepted as an alias of `DIPU_VENDOR`.
+pub const ENV_DEVICE: &str = "DIPU_DEVICE";
+
+/// `DIPU_DEVICE`'s values (DIPU's device names) and the vendors they name.
+pub const DEVICE_NAMES: [(&str, &str); 3] = [
+    ("cuda", "cuda"),
+    ("camb", "cambricon"),
+    ("ascend", "ascend"),
+];
 
 /// Which vendor to load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,20 +63,64 @@ impl VendorSpec {
         Ok(VendorSpec::Name(spec.to_owned()))
     }
 
-    /// The spec from `DIPU_VENDOR`, or `host` when it is unset.
+    /// The spec from `DIPU_VENDOR`, else from `DIPU_DEVICE` (DIPU's
+    /// names: `cuda`, `camb`, `ascend`), else `host`.
     pub fn from_env() -> Result<VendorSpec> {
-        match std::env::var(ENV_VENDOR) {
-            Ok(value) => VendorSpec::parse(&value).map_err(|e| {
+        let read = |name: &str| match std::env::var(name) {
+            Ok(value) => Ok(Some(value)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("{name} is not valid UTF-8"),
+            )),
+        };
+        VendorSpec::from_values(read(ENV_VENDOR)?.as_deref(), read(ENV_DEVICE)?.as_deref())
+    }
+
+    /// The spec from the values of `DIPU_VENDOR` and `DIPU_DEVICE`. An
+    /// unknown `DIPU_DEVICE` is an error listing the valid ones; so are the
+    /// two naming different vendors.
+    pub fn from_values(vendor: Option<&str>, device: Option<&str>) -> Result<VendorSpec> {
+        let from_device = match device {
+            None => None,
+            Some(value) => {
+                let name = DEVICE_NAMES
+                    .iter()
+                    .find(|(d, _)| *d == value.trim())
+                    .map(|(_, v)| *v)
+                    .ok_or_else(|| {
+                        let valid: Vec<&str> = DEVICE_NAMES.iter().map(|(d, _)| *d).collect();
+                        Error::new(
+                            ErrorKind::InvalidConfig,
+                            format!(
+                                "{ENV_DEVICE}={value:?} is not a device DIPU knows: use one of {} \
+                                 (or set {ENV_VENDOR} to a vendor name or plugin file)",
+                                valid.join(", ")
+                            ),
+                        )
+                    })?;
+                Some(VendorSpec::Name(name.to_owned()))
+            }
+        };
+        let from_vendor = match vendor {
+            None => None,
+            Some(value) => Some(VendorSpec::parse(value).map_err(|e| {
                 Error::new(
                     ErrorKind::InvalidConfig,
                     format!("{ENV_VENDOR}={value:?}: {}", e.message()),
                 )
-            }),
-            Err(std::env::VarError::NotPresent) => Ok(VendorSpec::Name("host".to_owned())),
-            Err(std::env::VarError::NotUnicode(_)) => Err(Error::new(
+            })?),
+        };
+        match (from_vendor, from_device) {
+            (Some(v), Some(d)) if v != d => Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("{ENV_VENDOR} is not valid UTF-8"),
+                format!(
+                    "{ENV_VENDOR}={vendor:?} and {ENV_DEVICE}={device:?} name different vendors \
+                     ({v} and {d}): unset one"
+                ),
             )),
+            (Some(v), _) | (None, Some(v)) => Ok(v),
+            (None, None) => Ok(VendorSpec::Name("host".to_owned())),
         }
     }
 }
@@ -398,6 +451,37 @@ mod tests {
             VendorSpec::parse("").unwrap_err().kind(),
             ErrorKind::InvalidArgument
         );
+    }
+
+    #[test]
+    fn dipu_device_is_an_alias_with_dipus_names() {
+        let name = |n: &str| VendorSpec::Name(n.into());
+        assert_eq!(VendorSpec::from_values(None, None).unwrap(), name("host"));
+        assert_eq!(
+            VendorSpec::from_values(None, Some("ascend")).unwrap(),
+            name("ascend")
+        );
+        assert_eq!(
+            VendorSpec::from_values(None, Some("camb")).unwrap(),
+            name("cambricon")
+        );
+        assert_eq!(
+            VendorSpec::from_values(None, Some("cuda")).unwrap(),
+            name("cuda")
+        );
+        assert_eq!(
+            VendorSpec::from_values(Some("cuda"), Some("cuda")).unwrap(),
+            name("cuda")
+        );
+        let e = VendorSpec::from_values(None, Some("npu")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        assert!(e.message().contains("cuda, camb, ascend"), "{e}");
+        assert!(e.message().contains("\"npu\""), "{e}");
+        let e = VendorSpec::from_values(Some("cuda"), Some("ascend")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        assert!(e.message().contains("name different vendors"), "{e}");
+        let e = VendorSpec::from_values(Some("cu da"), None).unwrap_err();
+        assert!(e.message().contains("DIPU_VENDOR"), "{e}");
     }
 
     #[test]
