@@ -154,10 +154,48 @@ void dipu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// Convolutions reach a backend without its own as *_overrideable ops,
+// which the CPU does not have: run them on the CPU as aten::convolution
+// (the same arguments) and aten::convolution_backward (which also takes
+// the bias' sizes, after the weight).
+void convolution_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static const auto conv =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  log_call(op, *stack);
+  check_devices(op, *stack);
+  at::native::cpu_fallback(conv, stack);
+}
+
+void convolution_backward_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static const auto backward =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  log_call(op, *stack);
+  check_devices(op, *stack);
+  // (grad_output, input, weight, stride, padding, dilation, transposed,
+  //  output_padding, groups, output_mask)
+  size_t n = op.schema().arguments().size();
+  size_t base = stack->size() - n;
+  const at::Tensor weight = (*stack)[base + 2].toTensor();
+  bool transposed = (*stack)[base + 6].toBool();
+  int64_t groups = (*stack)[base + 8].toSymInt().expect_int();
+  int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+  std::vector<c10::SymInt> bias_sizes{c10::SymInt(channels)};
+  stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(base + 3),
+                c10::IValue(c10::SymIntArrayRef(bias_sizes)));
+  at::native::cpu_fallback(backward, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&dipu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_on_cpu>());
+  m.impl("convolution_backward_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_backward_on_cpu>());
 }
 
 }  // namespace torch_dipu

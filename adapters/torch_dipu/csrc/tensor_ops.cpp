@@ -48,6 +48,7 @@ namespace {
 // storage when it is too small.
 void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size,
                  at::OptionalIntArrayRef stride) {
+  if (self->sizes() == size && (!stride || self->strides() == *stride)) return;
   size_t needed = 0;
   const auto itemsize = self->dtype().itemsize();
   const auto offset = self->storage_offset();

@@ -50,11 +50,37 @@ class Stream(torch.Stream):
         return f"<torch.dipu.Stream device=dipu:{self.device_index} id={self.stream_id:#x}>"
 
 
-class Event(torch.Event):
-    """A dipu event; `enable_timing=True` for elapsed_time."""
+class Event:
+    """A dipu event; `enable_timing=True` for elapsed_time. It holds a
+    torch.Event (torch's C methods accept only that exact type)."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="dipu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.event = torch.Event(
+            device="dipu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+        )
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        """Captures the work queued on `stream` (the current one if None)."""
+        self.event.record(stream if stream is not None else current_stream())
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        """Makes later work on `stream` (the current one if None) wait for this event."""
+        self.event.wait(stream if stream is not None else current_stream())
+
+    def query(self) -> bool:
+        """Whether the captured work is done."""
+        return self.event.query()
+
+    def synchronize(self) -> None:
+        """Waits on the host for the captured work."""
+        self.event.synchronize()
+
+    def elapsed_time(self, end: "Event") -> float:
+        """Milliseconds from this event to `end` (both timing events, recorded and done)."""
+        return self.event.elapsed_time(end.event if isinstance(end, Event) else end)
+
+    def __repr__(self):
+        return f"<torch.dipu.Event {self.event!r}>"
 
 
 def _wrap(s: torch.Stream) -> Stream:
