@@ -7,6 +7,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <cstdlib>
@@ -185,6 +188,46 @@ void convolution_backward_on_cpu(const c10::OperatorHandle& op, torch::jit::Stac
   at::native::cpu_fallback(backward, stack);
 }
 
+// The fused LSTM cell that nn.LSTM uses on every device but the CPU, which
+// has no kernel for it: written with ATen ops on the dipu tensors (each
+// falls back). The workspace holds the activated gates (i, f, g, o).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor gates = input_gates + hidden_gates;
+  if (input_bias && input_bias->defined()) gates = gates + *input_bias;
+  if (hidden_bias && hidden_bias->defined()) gates = gates + *hidden_bias;
+  auto chunks = gates.chunk(4, 1);
+  at::Tensor i = chunks[0].sigmoid();
+  at::Tensor f = chunks[1].sigmoid();
+  at::Tensor g = chunks[2].tanh();
+  at::Tensor o = chunks[3].sigmoid();
+  at::Tensor cy = f * cx + i * g;
+  at::Tensor hy = o * cy.tanh();
+  return {hy, cy, at::cat({i, f, g, o}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
+    const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy,
+    const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
+  bool has_hy = grad_hy && grad_hy->defined();
+  bool has_cy = grad_cy && grad_cy->defined();
+  if (!has_hy && !has_cy) return {at::Tensor(), at::Tensor(), at::Tensor()};
+  auto w = workspace.chunk(4, 1);
+  const at::Tensor &i = w[0], &f = w[1], &g = w[2], &o = w[3];
+  at::Tensor tanh_cy = cy.tanh();
+  at::Tensor zeros = at::zeros_like(cy);
+  at::Tensor ghy = has_hy ? *grad_hy : zeros;
+  at::Tensor gcy = (has_cy ? *grad_cy : zeros) + ghy * o * (1 - tanh_cy * tanh_cy);
+  at::Tensor gi = gcy * g * i * (1 - i);
+  at::Tensor gf = gcy * cx * f * (1 - f);
+  at::Tensor gg = gcy * i * (1 - g * g);
+  at::Tensor go = ghy * tanh_cy * o * (1 - o);
+  at::Tensor grad_gates = at::cat({gi, gf, gg, go}, 1);
+  at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
+  return {grad_gates, gcy * f, grad_bias};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -196,6 +239,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          torch::CppFunction::makeFromBoxedFunction<&convolution_on_cpu>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_on_cpu>());
+  m.impl("_thnn_fused_lstm_cell", fused_lstm_cell);
+  m.impl("_thnn_fused_lstm_cell_backward_impl", fused_lstm_cell_backward);
 }
 
 }  // namespace torch_dipu

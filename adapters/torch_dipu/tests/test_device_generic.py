@@ -113,7 +113,10 @@ class TestDipuOps(TestCase):
                     self.assertIsNone(cg)
                     continue
                 self.assertEqual(g.device.type, "dipu")
-                self.assertEqual(g.cpu(), cg)
+                # Some backward formulas reach dipu as composite kernels
+                # (e.g. layer_norm's math_native_layer_norm) where the CPU has
+                # a fused one: the same math, summed in another order.
+                self.assertEqual(g.cpu(), cg, atol=1e-4, rtol=1e-4)
 
     @ops(_select(RANDOM), allowed_dtypes=(torch.float32,))
     def test_random_is_repeatable(self, device, dtype, op):
@@ -125,7 +128,8 @@ class TestDipuOps(TestCase):
             self.assertEqual(_cpu(first), _cpu(second))
             expected = op(_cpu(sample.input), *_cpu(sample.args), **_cpu(sample.kwargs))
             for t, e in zip(_tensors(first), _tensors(expected)):
-                self.assertEqual(t.device.type, "dipu")
+                if "device" not in sample.kwargs:  # rand_like(x, device="cpu") is on the CPU
+                    self.assertEqual(t.device.type, "dipu")
                 self.assertEqual(t.shape, e.shape)
                 self.assertEqual(t.dtype, e.dtype)
 
