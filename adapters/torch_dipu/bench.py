@@ -3,7 +3,8 @@ torch.empty + del at 4 KiB and 16 MiB, a fallback op (mul of 1024
 floats) and a training step of tests/test_training.py's CNN.
 
 Run: PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python adapters/torch_dipu/bench.py
-(after adapters/torch_dipu/build.sh). Prints one line per benchmark:
+(after DIPU_PROFILE=release adapters/torch_dipu/build.sh: the dev
+runtime is unoptimised). Prints one line per benchmark:
 median time per call on dipu and on the CPU, and dipu/CPU.
 """
 
@@ -46,7 +47,7 @@ def main():
     from test_training import _train  # the CNN of the training test
 
     steps = {}
-    for device in ("cpu", "dipu"):
+    for device in ("cpu", "dipu", "cpu", "dipu"):  # the first runs warm up
         t0 = time.perf_counter()
         _train(device)
         steps[device] = (time.perf_counter() - t0) / 20 * 1e6
