@@ -26,7 +26,7 @@ setup(
             include_dirs=[include, os.path.join(here, "csrc")],
             library_dirs=[os.path.join(here, "torch_dipu")],
             libraries=["dipu_runtime"],
-            extra_compile_args=["-std=c++20", "-O1", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size"],
+            extra_compile_args=["-std=c++20", "-O1", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-g0"],
             extra_link_args=["-Wl,-rpath,$ORIGIN"],
         )
     ],
