@@ -787,6 +787,12 @@ dipu_status dipu_host_memory_reset_peak_stats(void);
 // peaks stay. Errors: DIPU_STATUS_INVALID_DEVICE. Thread-safe.
 dipu_status dipu_memory_reset_accumulated_stats(int32_t device);
 
+// Restarts the pinned-host allocator's accumulated statistics (every
+// `allocated` and `freed` total, and the `num_*` counts) at zero; current
+// values and peaks stay. Errors: none besides the runtime's creation.
+// Thread-safe.
+dipu_status dipu_host_memory_reset_accumulated_stats(void);
+
 // Switches the memory checker on (as DIPU_MEM_CHECK=1 does when the
 // runtime is created), capturing a backtrace at every allocation and free
 // when `backtraces` is not 0 (as DIPU_MEM_CHECK_ENABLE_BACKTRACE=1).

@@ -50,3 +50,15 @@ pub extern "C" fn dipu_memory_reset_accumulated_stats(device: i32) -> dipu_statu
         dipu_runtime::get()?.reset_accumulated_stats(device)
     })
 }
+
+/// Restarts the pinned-host allocator's accumulated statistics (every
+/// `allocated` and `freed` total, and the `num_*` counts) at zero; current
+/// values and peaks stay. Errors: none besides the runtime's creation.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_host_memory_reset_accumulated_stats() -> dipu_status {
+    ffi_boundary!("dipu_host_memory_reset_accumulated_stats", {
+        dipu_runtime::get()?.reset_host_accumulated_stats();
+        Ok(())
+    })
+}

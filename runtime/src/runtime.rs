@@ -43,6 +43,7 @@ pub struct Runtime {
     pub(crate) generators: Generators,
     pub(crate) live: LiveMap,
     pub(crate) baselines: Baselines,
+    pub(crate) host_baselines: Baselines,
 }
 
 impl fmt::Debug for Runtime {
@@ -83,6 +84,7 @@ impl Runtime {
             generators: Generators::new(ctx.device_count()),
             live: LiveMap::default(),
             baselines: Baselines::default(),
+            host_baselines: Baselines::default(),
             vendor,
             ctx,
         }))
@@ -336,7 +338,13 @@ impl Runtime {
 
     /// The pinned allocator's statistics.
     pub fn host_stats(&self) -> DeviceStats {
-        self.host.stats()
+        self.host_baselines.apply(0, self.host.stats())
+    }
+
+    /// Restarts the pinned allocator's accumulated statistics at zero, as
+    /// [`Runtime::reset_accumulated_stats`] does for a device.
+    pub fn reset_host_accumulated_stats(&self) {
+        self.host_baselines.reset(0, self.host.stats());
     }
 
     /// Restarts `device`'s peak statistics at their current values.

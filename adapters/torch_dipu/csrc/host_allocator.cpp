@@ -57,9 +57,7 @@ struct DipuHostAllocator final : public at::HostAllocator {
   }
 
   void reset_accumulated_stats() override {
-    TORCH_CHECK_NOT_IMPLEMENTED(false,
-                                "dipu: resetting the pinned allocator's accumulated "
-                                "statistics is not supported yet");
+    DIPU_CHECK(dipu_host_memory_reset_accumulated_stats());
   }
 
   void reset_peak_stats() override { DIPU_CHECK(dipu_host_memory_reset_peak_stats()); }

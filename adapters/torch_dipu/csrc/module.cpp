@@ -1,5 +1,6 @@
 // torch_dipu._C: the Python side's view of the runtime (the one unit with
 // pybind11). Everything else registers itself when the library loads.
+#include <ATen/core/CachingHostAllocator.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
@@ -65,7 +66,7 @@ std::string memory_snapshot(int32_t device) {
   }
 }
 
-py::dict stat_dict(const dipu_stat& s) {
+py::dict stat_dict(const at::Stat& s) {
   py::dict d;
   d["current"] = s.current;
   d["peak"] = s.peak;
@@ -74,19 +75,17 @@ py::dict stat_dict(const dipu_stat& s) {
   return d;
 }
 
+// The pinned allocator's statistics, through the at::HostAllocator
+// registered for dipu (what torch's own host-memory functions reach).
 py::dict host_memory_stats() {
-  dipu_memory_stats s{};
-  DIPU_CHECK(dipu_host_memory_get_stats(&s));
+  at::HostStats s = at::getHostAllocator(kDipu)->get_stats();
   py::dict d;
-  d["allocation"] = stat_dict(s.allocation);
-  d["segment"] = stat_dict(s.segment);
+  d["active_requests"] = stat_dict(s.active_requests);
+  d["active_bytes"] = stat_dict(s.active_bytes);
+  d["allocations"] = stat_dict(s.allocations);
   d["allocated_bytes"] = stat_dict(s.allocated_bytes);
-  d["reserved_bytes"] = stat_dict(s.reserved_bytes);
-  d["requested_bytes"] = stat_dict(s.requested_bytes);
-  d["num_alloc_retries"] = s.num_alloc_retries;
-  d["num_ooms"] = s.num_ooms;
-  d["num_host_alloc"] = s.num_device_alloc;
-  d["num_host_free"] = s.num_device_free;
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
   return d;
 }
 
@@ -124,8 +123,13 @@ PYBIND11_MODULE(_C, m) {
         }));
   m.def("_memory_snapshot", torch::wrap_pybind_function(memory_snapshot));
   m.def("_host_memory_stats", torch::wrap_pybind_function(host_memory_stats));
-  m.def("_host_empty_cache",
-        torch::wrap_pybind_function([] { DIPU_CHECK(dipu_host_empty_cache()); }));
+  m.def("_host_empty_cache", torch::wrap_pybind_function(
+                                  [] { at::getHostAllocator(kDipu)->empty_cache(); }));
+  m.def("_host_reset_peak_stats", torch::wrap_pybind_function(
+                                      [] { at::getHostAllocator(kDipu)->reset_peak_stats(); }));
+  m.def("_host_reset_accumulated_stats", torch::wrap_pybind_function([] {
+          at::getHostAllocator(kDipu)->reset_accumulated_stats();
+        }));
   m.def("_stream_priority", torch::wrap_pybind_function(stream_priority));
   m.def("_pool_stream", torch::wrap_pybind_function([](int32_t device, bool high) {
           dipu_stream s{};

@@ -167,9 +167,20 @@ def test_pin_memory_and_non_blocking_copies():
     back.copy_(d, non_blocking=True)
     torch.dipu.synchronize()
     assert torch.equal(back, host)
-    assert torch.dipu.host_memory_stats()["allocation"]["current"] >= 2
+    stats = torch.dipu.host_memory_stats()
+    assert stats["active_requests"]["current"] >= 2
+    assert stats["active_bytes"]["current"] >= 2 * host.nbytes
+    assert stats["num_host_alloc"] >= 2
     del host, back
+    assert torch.dipu.host_memory_stats()["active_requests"]["current"] == 0
+    torch.dipu.synchronize()  # the freed blocks wait for the copies' events
     torch.dipu.host_empty_cache()
+    assert torch.dipu.host_memory_stats()["allocated_bytes"]["current"] == 0
+    torch.dipu.reset_accumulated_host_memory_stats()
+    stats = torch.dipu.host_memory_stats()
+    assert stats["active_requests"]["allocated"] == 0 and stats["num_host_alloc"] == 0
+    torch.dipu.reset_peak_host_memory_stats()
+    assert torch.dipu.host_memory_stats()["active_bytes"]["peak"] == 0
 
 
 def test_save_and_load(tmp_path):

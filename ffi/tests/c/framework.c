@@ -60,6 +60,11 @@ int main(void) {
   CHECK(dipu_host_memory_reset_peak_stats());
   CHECK(dipu_host_memory_get_stats(&stats));
   EXPECT(stats.allocated_bytes.peak == 0);
+  EXPECT(stats.allocation.allocated == 1 && stats.allocation.freed == 1);
+  CHECK(dipu_host_memory_reset_accumulated_stats());
+  CHECK(dipu_host_memory_get_stats(&stats));
+  EXPECT(stats.allocation.allocated == 0 && stats.allocation.freed == 0);
+  EXPECT(stats.num_device_alloc == 0 && stats.num_device_free == 0);
 
   /* Accumulated device statistics restart at zero; current values stay. */
   CHECK(dipu_memory_get_stats(0, &stats));

@@ -66,8 +66,20 @@ def memory_snapshot(device: _device_t = None) -> Any:
 
 
 def host_memory_stats() -> Dict[str, Any]:
-    """The pinned-host allocator's statistics."""
+    """The pinned-host allocator's statistics: active_requests, active_bytes,
+    allocations, allocated_bytes (each current/peak/allocated/freed),
+    num_host_alloc, num_host_free."""
     return _C._host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Restarts the pinned allocator's peaks at the current values."""
+    _C._host_reset_peak_stats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Restarts the pinned allocator's accumulated totals at zero."""
+    _C._host_reset_accumulated_stats()
 
 
 def host_empty_cache() -> None:
