@@ -2,7 +2,8 @@
 # The main job on the embedded host vendor: build dipu, describe the
 # vendor and its devices, run the conformance suite against it (built in
 # and loaded as a plugin), then two ranks as processes all-reducing through
-# the DICL process group (docs/distributed.md).
+# the DICL process group (docs/distributed.md), and a few lines of PyTorch
+# on device="dipu" (docs/torch.md; installs .venv-torch on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh >/dev/null
@@ -20,3 +21,18 @@ RANK=0 ./target/release/examples/allreduce &
 rank0=$!
 RANK=1 ./target/release/examples/allreduce
 wait "$rank0"
+
+echo
+echo "PyTorch on dipu (adapters/torch_dipu, built against .venv-torch):"
+./scripts/torch-env.sh >/dev/null
+python=$(DIPU_PROFILE=release ./adapters/torch_dipu/build.sh)
+PYTHONPATH=adapters/torch_dipu "$python" - <<'PY'
+import torch, torch_dipu
+x = torch.ones(4, device="dipu") + 1
+print("torch.ones(4, device='dipu') + 1 =", x.cpu().tolist(), "on", x.device)
+model = torch.nn.Linear(8, 2).to("dipu")
+loss = model(torch.randn(16, 8, device="dipu")).square().mean()
+loss.backward()
+print(f"a Linear's loss {loss.item():.4f}; {torch.dipu.memory_allocated()} bytes on",
+      torch.dipu.get_device_name(), f"of {torch.dipu.device_count()}")
+PY

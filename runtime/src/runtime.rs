@@ -16,6 +16,7 @@ use dipu_generator::{Generator, Generators};
 use dipu_stream::{DeviceContext, DeviceGuard, Stream};
 use dipu_vendor_host::HostVendor;
 
+use crate::accumulated::Baselines;
 use crate::live::{LiveAllocation, LiveMap};
 use crate::RuntimeOptions;
 
@@ -41,6 +42,8 @@ pub struct Runtime {
     pub(crate) host: HostAllocator,
     pub(crate) generators: Generators,
     pub(crate) live: LiveMap,
+    pub(crate) baselines: Baselines,
+    pub(crate) host_baselines: Baselines,
 }
 
 impl fmt::Debug for Runtime {
@@ -80,6 +83,8 @@ impl Runtime {
             host: HostAllocator::new(ctx, o.host_algorithm),
             generators: Generators::new(ctx.device_count()),
             live: LiveMap::default(),
+            baselines: Baselines::default(),
+            host_baselines: Baselines::default(),
             vendor,
             ctx,
         }))
@@ -318,12 +323,28 @@ impl Runtime {
 
     /// `device`'s allocator statistics.
     pub fn stats(&self, device: i32) -> Result<DeviceStats> {
-        Ok(self.allocators.get(device)?.stats())
+        let stats = self.allocators.get(device)?.stats();
+        Ok(self.baselines.apply(device, stats))
+    }
+
+    /// Restarts `device`'s accumulated statistics (the `allocated` and
+    /// `freed` totals and the `num_*` counts) at zero; current values and
+    /// peaks are kept.
+    pub fn reset_accumulated_stats(&self, device: i32) -> Result<()> {
+        let stats = self.allocators.get(device)?.stats();
+        self.baselines.reset(device, stats);
+        Ok(())
     }
 
     /// The pinned allocator's statistics.
     pub fn host_stats(&self) -> DeviceStats {
-        self.host.stats()
+        self.host_baselines.apply(0, self.host.stats())
+    }
+
+    /// Restarts the pinned allocator's accumulated statistics at zero, as
+    /// [`Runtime::reset_accumulated_stats`] does for a device.
+    pub fn reset_host_accumulated_stats(&self) {
+        self.host_baselines.reset(0, self.host.stats());
     }
 
     /// Restarts `device`'s peak statistics at their current values.

@@ -1,0 +1,58 @@
+"""torch_dipu's benchmarks, each as a ratio to the CPU in the same run:
+torch.empty + del at 4 KiB and 16 MiB, a fallback op (mul of 1024
+floats) and a training step of tests/test_training.py's CNN.
+
+Run: PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python adapters/torch_dipu/bench.py
+(after DIPU_PROFILE=release adapters/torch_dipu/build.sh: the dev
+runtime is unoptimised). Prints one line per benchmark:
+median time per call on dipu and on the CPU, and dipu/CPU.
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
+
+import torch_dipu  # noqa: E402,F401
+
+
+def median_us(fn, calls, repeats=7):
+    fn()  # warm the caches
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(times)
+
+
+def report(name, dipu_us, cpu_us):
+    print(f"{name:<32} dipu {dipu_us:10.2f} us   cpu {cpu_us:10.2f} us   dipu/cpu {dipu_us / cpu_us:6.2f}")
+
+
+def main():
+    for label, n in (("empty+del 4 KiB", 4096), ("empty+del 16 MiB", 16 << 20)):
+        d = median_us(lambda: torch.empty(n, dtype=torch.uint8, device="dipu"), 2000)
+        c = median_us(lambda: torch.empty(n, dtype=torch.uint8), 2000)
+        report(label, d, c)
+    xd = torch.ones(1024, device="dipu")
+    xc = torch.ones(1024)
+    report("fallback op: mul 1024 floats", median_us(lambda: xd * 2, 500), median_us(lambda: xc * 2, 500))
+
+    from test_training import _train  # the CNN of the training test
+
+    steps = {}
+    for device in ("cpu", "dipu", "cpu", "dipu"):  # the first runs warm up
+        t0 = time.perf_counter()
+        _train(device)
+        steps[device] = (time.perf_counter() - t0) / 20 * 1e6
+    report("training step (CNN, AdamW)", steps["dipu"], steps["cpu"])
+
+
+if __name__ == "__main__":
+    main()

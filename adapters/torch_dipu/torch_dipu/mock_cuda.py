@@ -1,0 +1,54 @@
+"""DIPU_MOCK_CUDA=True: a script written for CUDA runs on dipu.
+
+`torch.cuda.*` becomes `torch.dipu.*`, `Tensor.cuda()` / `Module.cuda()`
+become `.dipu()`, `is_cuda` is true for dipu tensors, and a "cuda" device
+given to a torch function (`device="cuda"`, `.to("cuda:0")`) means dipu.
+The device mapping is a TorchFunctionMode entered on the importing
+thread (threads started later get it through torch's thread hooks only if
+they enter it themselves); `torch.device("cuda")` itself stays a CUDA
+device object until a torch function receives it.
+"""
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_installed = False
+
+
+def _map(value):
+    if isinstance(value, str) and (value == "cuda" or value.startswith("cuda:")):
+        return "dipu" + value[4:]
+    if isinstance(value, torch.device) and value.type == "cuda":
+        return torch.device("dipu", value.index) if value.index is not None else torch.device("dipu")
+    return value
+
+
+class CudaAsDipu(TorchFunctionMode):
+    """Maps "cuda" devices in torch functions' arguments to dipu."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if "device" in kwargs:
+            kwargs["device"] = _map(kwargs["device"])
+        args = tuple(_map(a) for a in args)
+        return func(*args, **kwargs)
+
+
+def install() -> None:
+    """Makes torch.cuda, .cuda() and "cuda" devices mean dipu (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    dipu = torch.dipu
+    for name in dipu.__all__:
+        setattr(torch.cuda, name, getattr(dipu, name))
+    torch.cuda.is_available = dipu.is_available
+    torch.cuda._lazy_init = dipu._lazy_init
+    torch.cuda._is_in_bad_fork = dipu._is_in_bad_fork
+    torch.Tensor.cuda = lambda self, device=None, non_blocking=False, **kw: self.dipu(
+        device, non_blocking=non_blocking
+    )
+    torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "dipu"))
+    torch.nn.Module.cuda = lambda self, device=None: self.dipu(device)
+    CudaAsDipu().__enter__()
