@@ -203,8 +203,8 @@ fn report(args: &StoreArgs, what: &str, addr: SocketAddr, pid: Option<u32>) -> R
         )
         .min(clients);
     println!(
-        "TCPStore load: {what}, {clients} clients on {threads} generator threads, {} cycles \
-         (set+get+add) each, median of {ROUNDS} rounds",
+        "TCPStore load: {what}, {clients} clients, {} cycles (set+get+add) each, median of \
+         {ROUNDS} rounds; the load from {threads} threads",
         args.cycles
     );
     let mut rounds = Vec::with_capacity(ROUNDS);
@@ -223,25 +223,23 @@ fn report(args: &StoreArgs, what: &str, addr: SocketAddr, pid: Option<u32>) -> R
     let rss = rounds[0].rss_per_client;
     let show =
         |v: Option<f64>, scale: f64| v.map_or("-".to_owned(), |v| format!("{:.1}", v * scale));
-    let total = clients as f64 * f64::from(args.cycles);
     println!(
-        "{:>8} {:>12} {:>12} {:>12} {:>16} {:>12} {:>12}",
-        "clients",
-        "connect ms",
-        "cycles/s",
-        "barrier ms",
-        "KiB/idle client",
-        "server cpu",
-        "load cpu"
-    );
-    println!(
-        "{clients:>8} {:>12.2} {:>12.0} {:>12.2} {:>16} {:>11}% {:>11}%",
-        connect * 1e3,
-        total / cycles,
-        barrier * 1e3,
+        "server: {} KiB resident per idle client (first round); in the cycles the server \
+         used {}% of a core, the load generator {}%",
         show(rss, 1.0 / 1024.0),
         show(median(&|r| r.server_cpu), 100.0),
         show(median(&|r| r.own_cpu), 100.0),
+    );
+    let total = clients as f64 * f64::from(args.cycles);
+    println!(
+        "{:>8} {:>12} {:>14} {:>12}",
+        "clients", "connect ms", "cycles/s", "barrier ms"
+    );
+    println!(
+        "{clients:>8} {:>12.2} {:>14.0} {:>12.2}",
+        connect * 1e3,
+        total / cycles,
+        barrier * 1e3
     );
     Ok(())
 }
