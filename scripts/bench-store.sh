@@ -58,7 +58,7 @@ sys.stdin.read()
 ' "$1" <"$fifo" >"$fifo.out" &
   local pid=$!
   exec 3>"$fifo"
-  for _ in $(seq 100); do
+  for _ in $(seq 1200); do
     line=$(head -n1 "$fifo.out" 2>/dev/null || true)
     [ -n "$line" ] && break
     sleep 0.1
