@@ -233,7 +233,13 @@ impl Driver {
                         "the server closed a connection",
                     ))
                 }
-                Ok(n) => self.conns[i].input.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    self.conns[i].input.extend_from_slice(&buf[..n]);
+                    if n < buf.len() {
+                        // The socket is empty: later bytes raise a new event.
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

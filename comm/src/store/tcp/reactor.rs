@@ -96,14 +96,16 @@ impl Reactor {
                         if event.is_writable() || event.is_write_closed() || event.is_error() {
                             self.flush(i);
                         }
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            self.read(i);
+                        if event.is_read_closed() || event.is_error() {
+                            self.read(i, true);
+                        } else if event.is_readable() {
+                            self.read(i, false);
                         }
                     }
                 }
             }
             for Token(i) in std::mem::take(&mut self.again) {
-                self.read(i);
+                self.read(i, true);
             }
             if self.starved {
                 self.accept();
@@ -153,7 +155,9 @@ impl Reactor {
     }
 
     /// Reads client `i`'s input for one turn and runs its requests.
-    fn read(&mut self, i: usize) {
+    /// `drain`: read until the socket says `WouldBlock` even after a short
+    /// read (the client may have closed its side behind its last bytes).
+    fn read(&mut self, i: usize, drain: bool) {
         let mut turn = 0;
         loop {
             let Some(session) = self.sessions.get_mut(i) else {
@@ -173,6 +177,12 @@ impl Reactor {
                 Ok(n) => {
                     session.received(&self.scratch[..n]);
                     self.run_requests(i);
+                    if n < self.scratch.len() && !drain {
+                        // A short read emptied the socket: bytes arriving
+                        // later raise a new event, so skip the read that
+                        // would only say `WouldBlock`.
+                        return;
+                    }
                     turn += n;
                     if turn >= TURN {
                         self.again.push(Token(i));
