@@ -1,17 +1,47 @@
 #!/usr/bin/env bash
-# TCPStore servers under the same load (`dipu bench store`: our client,
-# many connections from one process): dipu's server beside torch's libuv
-# server (torch.distributed's default) and its legacy one, one after the
-# other, alternated over two passes. Builds `dipu` in release and installs
-# PyTorch into .venv-torch (scripts/torch-env.sh, idempotent) first.
+# TCPStore servers under the same load (`dipu bench store`: many clients
+# from one process, driven without blocking by a few threads): dipu's
+# server beside torch's libuv server (torch.distributed's default) and its
+# legacy one, one after the other, in two passes (the second in the reverse
+# order, as the machine's load drifts), at 256, 1024 and 4096 clients (fewer
+# cycles per client as the clients grow, so that a round does about the
+# same work). Raises the descriptor limit to the hard one. Builds `dipu` in release and installs PyTorch into .venv-torch
+# (scripts/torch-env.sh, idempotent) first.
 #
-# Usage: scripts/bench-store.sh [--clients N] [--cycles N] (passed to every
-# run; defaults 32 clients, 200 cycles). CARGO_TARGET_DIR is honoured.
+# Usage: scripts/bench-store.sh [--clients N] [--cycles N] [--threads N]
+# (--clients: that count only; other options are passed to every run).
+# CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/bench-setup.sh
 source scripts/bench-setup.sh "$@"
+
+ulimit -n "$(ulimit -Hn)"
+
+# The client counts, and the options other than --clients.
+counts=(256 1024 4096)
+opts=()
+while [ $# -gt 0 ]; do
+  case $1 in
+  --clients)
+    counts=("$2")
+    shift 2
+    ;;
+  *)
+    opts+=("$1")
+    shift
+    ;;
+  esac
+done
+
+# Cycles per client at $1 clients, unless --cycles was given.
+cycles_for() {
+  case " ${opts[*]-} " in
+  *" --cycles "*) ;;
+  *) echo "--cycles $((51200 / $1 > 8 ? 51200 / $1 : 8))" ;;
+  esac
+}
 
 # Runs `dipu bench store` against a torch server of back end $1 (libuv or
 # legacy), started in Python for the run and stopped after it.
@@ -28,26 +58,29 @@ sys.stdin.read()
 ' "$1" <"$fifo" >"$fifo.out" &
   local pid=$!
   exec 3>"$fifo"
-  for _ in $(seq 100); do
+  for _ in $(seq 1200); do
     line=$(head -n1 "$fifo.out" 2>/dev/null || true)
     [ -n "$line" ] && break
     sleep 0.1
   done
   port=${line#PORT }
-  "$dipu" bench store --server "127.0.0.1:$port" "${@:2}"
+  "$dipu" bench store --server "127.0.0.1:$port" --server-pid "$pid" "${@:2}"
   exec 3>&-
   wait "$pid" || true
   rm -f "$fifo" "$fifo.out"
 }
 
-for pass in 1 2; do
-  echo
-  echo "== pass $pass: dipu's server"
-  "$dipu" bench store "$@"
-  echo
-  echo "== pass $pass: torch's libuv server"
-  torch_server libuv "$@"
-  echo
-  echo "== pass $pass: torch's legacy server"
-  torch_server legacy "$@"
+for n in "${counts[@]}"; do
+  # shellcheck disable=SC2207
+  run=(--clients "$n" $(cycles_for "$n") ${opts[@]+"${opts[@]}"})
+  # The second pass runs the servers in the reverse order.
+  for server in dipu libuv legacy legacy libuv dipu; do
+    echo
+    echo "== $n clients: $server server"
+    if [ "$server" = dipu ]; then
+      "$dipu" bench store "${run[@]}"
+    else
+      torch_server "$server" "${run[@]}"
+    fi
+  done
 done

@@ -5,9 +5,12 @@
 mod client;
 mod conn;
 mod env;
+mod frame;
 mod outbox;
+mod reactor;
 mod request;
 mod server;
+mod session;
 mod state;
 mod wire;
 

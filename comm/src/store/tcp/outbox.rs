@@ -1,145 +1,159 @@
-//! What the server sends one client: a queue that any thread may append to
-//! without blocking, drained onto the socket by the connection's writer
-//! thread.
+//! What the server has still to send one client: replies go onto the socket
+//! as far as it takes them, without blocking, and the rest waits here until
+//! the socket is writable again.
 //!
-//! Replies and wake-ups (`STOP_WAITING`, sent by whichever thread set the
-//! awaited key) are queued while the store's lock is held, so they reach the
-//! client in the order the store decided them; a client that stops reading
-//! holds up only its own writer thread.
-//!
-//! When nothing is queued or being written, a push first tries to send at
-//! once without blocking (a small reply fits the socket's buffer): the
-//! client gets its answer without a hand-off to the writer thread, and a
-//! barrier of many clients wakes no threads. What does not fit is queued.
+//! The queue is bounded: a client that sends requests but never reads the
+//! replies is disconnected once [`MAX_QUEUED`] bytes wait for it, and it
+//! never holds up the others (the event loop never blocks on a socket).
 
-use std::io::Write;
-use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
+use std::io::{self, Write};
 
-use nix::sys::socket::{send, MsgFlags};
+/// Most bytes queued for one client before the server gives up on it.
+pub(super) const MAX_QUEUED: usize = 64 * 1024 * 1024;
 
-use parking_lot::{Condvar, Mutex};
+/// A queue larger than this is given back to the allocator once sent, so
+/// that idle clients cost little memory.
+const KEEP_CAPACITY: usize = 64 * 1024;
 
-/// Most bytes queued for one client before the server gives up on it
-/// (a client that sends requests but never reads the replies).
-const MAX_QUEUED: usize = 64 * 1024 * 1024;
-
-/// The queue of bytes for one client.
+/// The client has more than [`MAX_QUEUED`] bytes unread.
 #[derive(Debug)]
-pub(super) struct Outbox {
-    queue: Mutex<Queue>,
-    ready: Condvar,
-    /// The socket, to shut it down when the client is given up.
-    socket: TcpStream,
-}
+pub(super) struct Overflow;
 
+/// The bytes waiting for one client.
 #[derive(Debug, Default)]
-struct Queue {
+pub(super) struct Outbox {
     bytes: Vec<u8>,
-    closed: bool,
-    /// The writer took bytes out and is sending them: a push must queue
-    /// behind them.
-    writing: bool,
+    /// How many of `bytes` are already sent.
+    sent: usize,
 }
 
 impl Outbox {
-    /// The outbox of the client on `socket`.
-    pub(super) fn new(socket: TcpStream) -> Self {
-        Outbox {
-            queue: Mutex::new(Queue::default()),
-            ready: Condvar::new(),
-            socket,
+    /// Whether nothing waits.
+    pub(super) fn is_empty(&self) -> bool {
+        self.sent == self.bytes.len()
+    }
+
+    /// Bytes waiting.
+    pub(super) fn len(&self) -> usize {
+        self.bytes.len() - self.sent
+    }
+
+    /// Sends `bytes` on `socket` after what already waits: what the socket
+    /// does not take now is queued. `Ok(Err(Overflow))`: the bound is
+    /// exceeded (nothing was queued); `Err`: the socket failed.
+    pub(super) fn send(
+        &mut self,
+        socket: &mut impl Write,
+        bytes: &[u8],
+    ) -> io::Result<Result<(), Overflow>> {
+        let mut rest = bytes;
+        if self.is_empty() {
+            let n = write_some(socket, rest)?;
+            rest = &rest[n..];
+        }
+        if rest.is_empty() {
+            return Ok(Ok(()));
+        }
+        if self.len() + rest.len() > MAX_QUEUED {
+            return Ok(Err(Overflow));
+        }
+        if self.sent > 0 && self.sent >= self.bytes.len() / 2 {
+            self.bytes.drain(..self.sent);
+            self.sent = 0;
+        }
+        self.bytes.extend_from_slice(rest);
+        Ok(Ok(()))
+    }
+
+    /// Sends what waits, as far as the socket takes it; `Ok(true)` when
+    /// nothing waits any more.
+    pub(super) fn flush(&mut self, socket: &mut impl Write) -> io::Result<bool> {
+        if !self.is_empty() {
+            self.sent += write_some(socket, &self.bytes[self.sent..])?;
+        }
+        if !self.is_empty() {
+            return Ok(false);
+        }
+        if self.bytes.capacity() > KEEP_CAPACITY {
+            self.bytes = Vec::new();
+        } else {
+            self.bytes.clear();
+        }
+        self.sent = 0;
+        Ok(true)
+    }
+}
+
+/// Writes as much of `bytes` as `socket` takes without blocking.
+fn write_some(socket: &mut impl Write, bytes: &[u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < bytes.len() {
+        match socket.write(&bytes[n..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket taking `room` more bytes, then `WouldBlock`.
+    struct Socket {
+        got: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Socket {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room).min(3);
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.room -= n;
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
         }
     }
 
-    /// Queues `bytes`. A client with more than [`MAX_QUEUED`] bytes unread
-    /// is disconnected instead.
-    pub(super) fn push(&self, bytes: &[u8]) {
-        let mut q = self.queue.lock();
-        if q.closed {
-            return;
-        }
-        let bytes = if q.bytes.is_empty() && !q.writing {
-            match self.send_now(bytes) {
-                Some(rest) => rest,
-                None => return,
-            }
-        } else {
-            bytes
+    #[test]
+    fn bytes_go_out_in_order_as_the_socket_takes_them() {
+        let mut s = Socket {
+            got: vec![],
+            room: 5,
         };
-        if bytes.is_empty() {
-            return;
-        }
-        if q.bytes.len() + bytes.len() > MAX_QUEUED {
-            tracing::warn!(
-                peer = ?self.socket.peer_addr().ok(),
-                "TCPStore server: the client does not read its replies; disconnecting it"
-            );
-            q.closed = true;
-            q.bytes.clear();
-            let _ = self.socket.shutdown(Shutdown::Both);
-        } else {
-            q.bytes.extend_from_slice(bytes);
-        }
-        self.ready.notify_one();
+        let mut o = Outbox::default();
+        o.send(&mut s, b"hello world").unwrap().unwrap();
+        assert_eq!(s.got, b"hello");
+        assert_eq!(o.len(), 6);
+        o.send(&mut s, b"!").unwrap().unwrap();
+        assert!(!o.flush(&mut s).unwrap());
+        s.room = 100;
+        assert!(o.flush(&mut s).unwrap());
+        assert_eq!(s.got, b"hello world!");
+        assert!(o.is_empty());
     }
 
-    /// Sends what the socket takes now without blocking; returns the rest
-    /// (empty when all went), or `None` when the socket failed (the reader
-    /// then finds the connection shut down and ends it).
-    fn send_now<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
-        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-        let mut sent = 0;
-        while sent < bytes.len() {
-            match send(self.socket.as_raw_fd(), &bytes[sent..], flags) {
-                Ok(n) => sent += n,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(nix::errno::Errno::EAGAIN) => break,
-                Err(e) => {
-                    let peer = self.socket.peer_addr().ok();
-                    tracing::debug!(?peer, "TCPStore server: send failed: {e}");
-                    let _ = self.socket.shutdown(Shutdown::Both);
-                    return None;
-                }
-            }
+    #[test]
+    fn a_client_that_does_not_read_overflows_the_bound() {
+        let mut s = Socket {
+            got: vec![],
+            room: 0,
+        };
+        let mut o = Outbox::default();
+        let chunk = vec![7u8; MAX_QUEUED / 4];
+        for _ in 0..4 {
+            o.send(&mut s, &chunk).unwrap().unwrap();
         }
-        Some(&bytes[sent..])
-    }
-
-    /// No more bytes will be queued: the writer sends what is queued, then
-    /// stops.
-    pub(super) fn close(&self) {
-        self.queue.lock().closed = true;
-        self.ready.notify_one();
-    }
-
-    /// The writer thread's loop: sends queued bytes on `socket` until the
-    /// outbox is closed and empty, or the socket fails (then the socket is
-    /// shut down, which also ends the connection's reader).
-    pub(super) fn run_writer(&self, mut socket: TcpStream) {
-        loop {
-            let bytes = {
-                let mut q = self.queue.lock();
-                while q.bytes.is_empty() && !q.closed {
-                    self.ready.wait(&mut q);
-                }
-                if q.bytes.is_empty() {
-                    return;
-                }
-                q.writing = true;
-                std::mem::take(&mut q.bytes)
-            };
-            let written = socket.write_all(&bytes);
-            self.queue.lock().writing = false;
-            if let Err(e) = written {
-                tracing::debug!(peer = ?socket.peer_addr().ok(), "TCPStore server: send failed: {e}");
-                let mut q = self.queue.lock();
-                q.closed = true;
-                q.bytes.clear();
-                drop(q);
-                let _ = socket.shutdown(Shutdown::Both);
-                return;
-            }
-        }
+        assert!(o.send(&mut s, b"x").unwrap().is_err());
+        assert_eq!(o.len(), MAX_QUEUED);
     }
 }
