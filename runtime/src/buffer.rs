@@ -10,7 +10,6 @@ use dipu_deviceapi::{CopyKind, Error, Result};
 use dipu_memcheck::Location;
 use dipu_stream::Stream;
 
-use crate::live::LiveAllocation;
 use crate::Runtime;
 
 impl Runtime {
@@ -45,11 +44,6 @@ impl Runtime {
             .allocators
             .get(stream.device())?
             .allocate(bytes, stream)?;
-        self.live.insert(LiveAllocation {
-            addr: alloc.ptr as usize,
-            len: alloc.size,
-            device: alloc.device,
-        });
         if CHECK && dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(
                 alloc.ptr as usize,
