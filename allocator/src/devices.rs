@@ -59,7 +59,21 @@ impl DeviceAllocators {
     }
 
     /// `device`'s allocator, created on first use.
+    #[inline]
     pub fn get(&self, device: i32) -> Result<&dyn DeviceAllocator> {
+        match self
+            .devices
+            .get(device as u32 as usize)
+            .and_then(OnceLock::get)
+        {
+            Some(alloc) => Ok(alloc.as_ref()),
+            None => self.get_slow(device),
+        }
+    }
+
+    /// `get` for a bad device or an allocator not made yet.
+    #[cold]
+    fn get_slow(&self, device: i32) -> Result<&dyn DeviceAllocator> {
         let cell = usize::try_from(device)
             .ok()
             .and_then(|d| self.devices.get(d))

@@ -28,7 +28,7 @@ pub unsafe extern "C" fn dipu_memcpy(
         let kind = copy_kind(kind)?;
         // SAFETY: device sides are checked by the runtime; host sides are
         // valid by the caller's contract.
-        dipu_runtime::with(|rt| unsafe { rt.memcpy(dst, src, bytes, kind) })?
+        dipu_runtime::with(|rt| unsafe { rt.memcpy(dst, src, bytes, kind) })
     })
 }
 
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn dipu_memcpy_async(
             // SAFETY: as in `dipu_memcpy`, and the caller keeps the memory
             // valid until the stream gets there.
             unsafe { rt.memcpy_async(dst, src, bytes, kind, stream) }
-        })?
+        })
     })
 }
 
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn dipu_memset(dst: *mut c_void, value: i32, bytes: usize)
     ffi_boundary!("dipu_memset", {
         // SAFETY: the range is checked by the runtime; ordering is the
         // caller's contract.
-        dipu_runtime::with(|rt| unsafe { rt.memset(dst, value as u8, bytes) })?
+        dipu_runtime::with(|rt| unsafe { rt.memset(dst, value as u8, bytes) })
     })
 }
 
@@ -99,6 +99,6 @@ pub unsafe extern "C" fn dipu_memset_async(
             let stream = stream::from_c(rt, stream)?;
             // SAFETY: as in `dipu_memset`.
             unsafe { rt.memset_async(dst, value as u8, bytes, stream) }
-        })?
+        })
     })
 }

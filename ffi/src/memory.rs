@@ -36,8 +36,8 @@ pub unsafe extern "C" fn dipu_malloc(
         }
         let ptr = dipu_runtime::with(|rt| -> Result<_> {
             let stream = stream::from_c(rt, stream)?;
-            Ok(rt.allocate(bytes, stream)?.into_raw())
-        })??;
+            rt.allocate_raw(bytes, stream)
+        })?;
         // SAFETY: forwarded caller's contract.
         unsafe { write_out(out, "out", ptr) }
     })
@@ -70,7 +70,7 @@ pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
                 });
             };
             rt.free_raw(device, ptr)
-        })?
+        })
     })
 }
 
@@ -85,7 +85,7 @@ pub extern "C" fn dipu_record_stream(ptr: *mut c_void, stream: dipu_stream) -> d
         dipu_runtime::with(|rt| {
             let stream = stream::from_c(rt, stream)?;
             rt.record_stream_raw(ptr, stream)
-        })?
+        })
     })
 }
 

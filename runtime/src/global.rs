@@ -1,6 +1,6 @@
 //! The process-global runtime: `init`, `get`, `shutdown`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -15,9 +15,63 @@ static GLOBAL: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 /// thread's copy of the runtime knows whether it is still the global one.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// This thread's view of the global runtime: which one it last used, of
+/// which generation, and how many `with` calls of the thread are running.
+#[derive(Clone, Copy)]
+struct Lent {
+    generation: u64,
+    rt: *const Runtime,
+    depth: u32,
+}
+
+/// What `Lent` is when the thread holds no runtime.
+const NONE: Lent = Lent {
+    generation: u64::MAX,
+    rt: std::ptr::null(),
+    depth: 0,
+};
+
+/// The `Arc` behind a thread's `Lent::rt`; when it goes (the thread
+/// ends), so does the thread's view.
+struct Held(Option<Arc<Runtime>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // (`LENT` has no destructor, so it outlives this.)
+        LENT.set(Lent {
+            depth: LENT.get().depth,
+            ..NONE
+        });
+    }
+}
+
 std::thread_local! {
-    /// This thread's copy of the global runtime and its generation.
-    static CACHED: RefCell<Option<(u64, Arc<Runtime>)>> = const { RefCell::new(None) };
+    /// Read on every call: plain values (no destructor, so no state check).
+    static LENT: Cell<Lent> = const { Cell::new(NONE) };
+    /// Keeps `LENT.rt` alive; replaced only when no `with` of the thread runs.
+    static HELD: RefCell<Held> = const { RefCell::new(Held(None)) };
+}
+
+/// Counts a running `with` of this thread (in its `LENT`) until dropped.
+struct Depth<'a>(&'a Cell<Lent>);
+
+impl<'a> Depth<'a> {
+    #[inline]
+    fn enter(cell: &'a Cell<Lent>) -> Depth<'a> {
+        let mut l = cell.get();
+        l.depth += 1;
+        cell.set(l);
+        Depth(cell)
+    }
+}
+
+impl Drop for Depth<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let mut l = self.0.get();
+        l.depth -= 1;
+        self.0.set(l);
+    }
 }
 
 /// Sets the global runtime (the write lock held) and bumps the generation.
@@ -29,40 +83,49 @@ fn publish(global: &mut Option<Arc<Runtime>>, rt: Option<Arc<Runtime>>) -> Optio
 
 /// Runs `f` on the process-global runtime (created from the environment
 /// on first use, as [`get`] does) and returns what it returns: the path
-/// every C ABI call takes. No lock and no reference count is touched when
-/// the thread ran `with` before and the global runtime has not changed
-/// since: each thread keeps a copy of the `Arc`, checked against a
-/// generation counter that only [`init`], [`get`] and [`shutdown`] change.
-/// (So after [`shutdown`] a thread's copy keeps the old runtime alive
-/// until the thread's next call or its end.)
+/// every hot C ABI call takes. No lock and no reference count is touched
+/// when the thread called `with` before and the global runtime has not
+/// changed since: each thread keeps an `Arc` of the runtime it last used,
+/// checked against a generation counter that only [`init`], [`get`] and
+/// [`shutdown`] change. (So after [`shutdown`] a thread's `Arc` keeps the
+/// old runtime alive until the thread's next call or its end.)
 #[inline]
-pub fn with<R>(f: impl FnOnce(&Arc<Runtime>) -> R) -> Result<R> {
-    let mut f = Some(f);
-    let hit = CACHED
-        .try_with(|cell| {
-            let cached = cell.try_borrow().ok()?;
-            let (generation, rt) = cached.as_ref()?;
-            if *generation != GENERATION.load(Ordering::Acquire) {
-                return None;
-            }
-            f.take().map(|f| f(rt))
-        })
-        .ok()
-        .flatten();
-    if let Some(result) = hit {
-        return Ok(result);
-    }
-    let (generation, rt) = current()?;
-    // Fails only while the thread ends, or inside `f` of an outer `with`.
-    let _ = CACHED.try_with(|cell| {
-        if let Ok(mut cached) = cell.try_borrow_mut() {
-            *cached = Some((generation, Arc::clone(&rt)));
+pub fn with<R>(f: impl FnOnce(&Runtime) -> Result<R>) -> Result<R> {
+    LENT.with(|cell| {
+        let lent = cell.get();
+        if lent.generation == GENERATION.load(Ordering::Acquire) && !lent.rt.is_null() {
+            let _depth = Depth::enter(cell);
+            // SAFETY: `lent.rt` is the runtime of the `Arc` in this thread's
+            // `HELD` (set together in `with_slow`, cleared when `HELD` is
+            // dropped), which is replaced only while no `with` of this
+            // thread runs (depth 0), so it outlives this call.
+            return f(unsafe { &*lent.rt });
         }
-    });
-    let f = f
-        .take()
-        .ok_or_else(|| Error::new(dipu_deviceapi::ErrorKind::Internal, "with: ran twice"))?;
-    Ok(f(&rt))
+        with_slow(cell, f)
+    })
+}
+
+/// `with` when the thread's view is stale: the global runtime (made if
+/// there is none), kept for the thread's next calls.
+#[cold]
+fn with_slow<R>(cell: &Cell<Lent>, f: impl FnOnce(&Runtime) -> Result<R>) -> Result<R> {
+    let (generation, rt) = current()?;
+    if cell.get().depth == 0 {
+        // Fails only while the thread ends: then nothing is kept.
+        let _ = HELD.try_with(|held| {
+            if let Ok(mut held) = held.try_borrow_mut() {
+                cell.set(NONE);
+                held.0 = Some(Arc::clone(&rt));
+                cell.set(Lent {
+                    generation,
+                    rt: Arc::as_ptr(&rt),
+                    depth: 0,
+                });
+            }
+        });
+    }
+    let _depth = Depth::enter(cell);
+    f(&rt)
 }
 
 /// The global runtime (created if there is none) and its generation.

@@ -81,6 +81,7 @@ impl DeviceContext {
     }
 
     /// `device` as an index into the per-device tables, or `InvalidDevice`.
+    #[inline]
     pub(crate) fn check_device(&self, device: i32) -> Result<usize> {
         usize::try_from(device)
             .ok()
@@ -169,6 +170,7 @@ impl DeviceContext {
     /// (`None` for a made-up, corrupted or foreign value); `InvalidDevice`
     /// for a bad device. Default and pool streams are found without a
     /// lock, streams from `new_stream` under their device's lock.
+    #[inline]
     pub fn stream_from_parts(
         &'static self,
         device: i32,

@@ -50,6 +50,7 @@ impl StreamPool {
     }
 
     /// The stream in slot `index` if the pool made it, without a lock.
+    #[inline]
     pub(crate) fn get(&self, index: u32) -> Option<StreamHandle> {
         if !self.ready.load(Ordering::Acquire) {
             return None;
