@@ -106,3 +106,32 @@ fn the_device_map_names_each_pointers_device(alg: Algorithm) {
     assert_eq!(all.device_of(pa), None, "{alg}: segment given back");
     assert_eq!(all.device_of(pb), None, "{alg}: segment given back");
 }
+
+/// Expandable segments: the reserved range is in the map from its first
+/// use, and blocks carved from it are found like any other.
+#[test]
+fn expandable_reservations_are_found() {
+    let env = Env::new(256 << 20);
+    let config = AllocatorConfig::parse("expandable_segments:True").unwrap();
+    let all = DeviceAllocators::new(env.ctx, Algorithm::BestFit, config);
+    let s = env.ctx.default_stream(1).unwrap();
+    let alloc = all.get(1).unwrap();
+    let a = alloc.allocate(5 << 20, s).unwrap();
+    let b = alloc.allocate(1 << 20, s).unwrap();
+    for (p, len) in [(a.ptr as usize, 5 << 20), (b.ptr as usize, 1 << 20)] {
+        assert_eq!(
+            all.find(p + len - 1),
+            Some((
+                1,
+                LiveBlock {
+                    addr: p,
+                    requested: len
+                }
+            ))
+        );
+    }
+    alloc.free(a.ptr).unwrap();
+    assert_eq!(all.find(a.ptr as usize), None);
+    assert_eq!(all.device_of(a.ptr as usize), Some(1), "still reserved");
+    alloc.free(b.ptr).unwrap();
+}
