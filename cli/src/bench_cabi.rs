@@ -156,8 +156,8 @@ fn table(ctx: &'static DeviceContext, api: &CApi, iterations: u32) -> Result<()>
         "size",
         "threads",
         "devices",
-        "BF own",
-        "C ABI",
+        "BF(own)",
+        "C-ABI",
         "C/own",
         "own x1thr",
         "C x1thr"
