@@ -61,6 +61,8 @@ pub(crate) struct Arena {
     pub(crate) segments: Slab<Segment>,
     /// Allocated and pending blocks by address.
     pub(crate) in_use: HashMap<usize, BlockId>,
+    /// Segments by start address.
+    by_base: HashMap<usize, SegmentId>,
     clock: u64,
 }
 
@@ -87,6 +89,7 @@ impl Arena {
             other_streams: Vec::new(),
         });
         self.segments[segment].first = block;
+        self.by_base.insert(addr, segment);
         block
     }
 
@@ -95,7 +98,25 @@ impl Arena {
         let b = self.blocks.remove(block);
         debug_assert!(b.prev.is_none() && b.next.is_none(), "segment still split");
         let s = self.segments.remove(b.segment);
+        self.by_base.remove(&s.addr);
         (s.addr, s.size)
+    }
+
+    /// The block holding the byte at `addr`, found through the segment
+    /// starting at `base` (a walk along its blocks).
+    pub(crate) fn block_at(&self, base: usize, addr: usize) -> Option<BlockId> {
+        let mut at = Some(self.segments[*self.by_base.get(&base)?].first);
+        while let Some(id) = at {
+            let b = &self.blocks[id];
+            if addr < b.addr {
+                return None;
+            }
+            if addr - b.addr < b.size {
+                return Some(id);
+            }
+            at = b.next;
+        }
+        None
     }
 
     /// Whether `block` spans its whole segment.

@@ -19,7 +19,7 @@ use crate::front::{self, Freed, Home, Live};
 use crate::policy::Policy;
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::Source;
-use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats};
+use crate::{Algorithm, Allocation, AllocatorConfig, DeviceAllocator, DeviceStats, LiveBlock};
 use dipu_stream::sync::Mutex;
 
 mod fronts;
@@ -387,6 +387,28 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             st.arena.blocks[block].other_streams.push(stream);
         }
         Ok(())
+    }
+
+    fn find(&self, addr: usize) -> Option<LiveBlock> {
+        let st = self.state.lock();
+        let block = match st.arena.in_use.get(&addr) {
+            Some(&b) => b,
+            None => {
+                let base = st.source.segments.find(addr)?.base;
+                st.arena.block_at(base, addr)?
+            }
+        };
+        let b = &st.arena.blocks[block];
+        let live = match b.used {
+            Use::Allocated => true,
+            // Lent and not waiting in a slot: its user holds it.
+            Use::Lent(f) => !st.in_slot(f, block),
+            Use::Free | Use::Parked | Use::Pending => false,
+        };
+        (live && addr - b.addr < b.requested).then_some(LiveBlock {
+            addr: b.addr,
+            requested: b.requested,
+        })
     }
 
     fn empty_cache(&self) -> Result<()> {

@@ -1,11 +1,13 @@
 //! One allocator per device, each created on first use.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use dipu_deviceapi::{Error, Result};
 use dipu_stream::DeviceContext;
 
-use crate::{new_device_allocator, Algorithm, AllocatorConfig, DeviceAllocator};
+use crate::{
+    new_device_allocator_in, Algorithm, AllocatorConfig, DeviceAllocator, LiveBlock, SegmentMap,
+};
 
 /// The device allocators of a context: one per device (as many as the
 /// vendor has), created lazily with one algorithm and configuration.
@@ -14,6 +16,8 @@ pub struct DeviceAllocators {
     algorithm: Algorithm,
     config: AllocatorConfig,
     devices: Box<[OnceLock<Box<dyn DeviceAllocator>>]>,
+    /// Every range the allocators reserved, with its device.
+    segments: Arc<SegmentMap>,
 }
 
 impl std::fmt::Debug for DeviceAllocators {
@@ -36,6 +40,7 @@ impl DeviceAllocators {
             algorithm,
             config,
             devices,
+            segments: Arc::default(),
         }
     }
 
@@ -54,7 +59,21 @@ impl DeviceAllocators {
     }
 
     /// `device`'s allocator, created on first use.
+    #[inline]
     pub fn get(&self, device: i32) -> Result<&dyn DeviceAllocator> {
+        match self
+            .devices
+            .get(device as u32 as usize)
+            .and_then(OnceLock::get)
+        {
+            Some(alloc) => Ok(alloc.as_ref()),
+            None => self.get_slow(device),
+        }
+    }
+
+    /// `get` for a bad device or an allocator not made yet.
+    #[cold]
+    fn get_slow(&self, device: i32) -> Result<&dyn DeviceAllocator> {
         let cell = usize::try_from(device)
             .ok()
             .and_then(|d| self.devices.get(d))
@@ -62,9 +81,33 @@ impl DeviceAllocators {
         if let Some(alloc) = cell.get() {
             return Ok(alloc.as_ref());
         }
-        let made = new_device_allocator(self.ctx, device, self.algorithm, &self.config)?;
+        let made = new_device_allocator_in(
+            self.ctx,
+            device,
+            self.algorithm,
+            &self.config,
+            Arc::clone(&self.segments),
+        )?;
         // A racing thread may have made one first; keep whichever won.
         Ok(cell.get_or_init(|| made).as_ref())
+    }
+
+    /// The device whose allocator reserved the memory holding the byte at
+    /// `addr` (live or cached), without a lock; `None` for memory none of
+    /// these allocators holds.
+    #[inline]
+    pub fn device_of(&self, addr: usize) -> Option<i32> {
+        self.segments.find(addr).map(|r| r.device)
+    }
+
+    /// The live allocation holding the byte at `addr` (its start or inside
+    /// it) and its device. No process-wide lock: the segment map (read
+    /// without a lock) names the device, whose allocator answers under its
+    /// own lock from its block map.
+    pub fn find(&self, addr: usize) -> Option<(i32, LiveBlock)> {
+        let device = self.device_of(addr)?;
+        let block = self.devices[device as usize].get()?.find(addr)?;
+        Some((device, block))
     }
 
     /// The allocators created so far, by device.

@@ -40,6 +40,7 @@ mod policy;
 mod raw;
 pub mod reference;
 pub mod replay;
+mod segments;
 mod snapshot;
 mod source;
 mod stats;
@@ -53,6 +54,7 @@ use dipu_stream::{DeviceContext, Stream};
 pub use config::{Algorithm, AllocatorConfig, ENV_ALGORITHM, ENV_CONF, ENV_CONF_ALIAS};
 pub use devices::DeviceAllocators;
 pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
+pub use segments::{SegmentMap, SegmentRange};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 pub use stats::{DeviceStats, Stat};
 
@@ -67,6 +69,16 @@ pub struct Allocation {
     pub device: i32,
     /// The stream the memory was allocated for.
     pub stream: Stream,
+}
+
+/// A live allocation as its device allocator sees it: handed out and not
+/// given back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LiveBlock {
+    /// The start address (what `allocate` returned).
+    pub addr: usize,
+    /// The bytes requested (the valid range is `addr..addr + requested`).
+    pub requested: usize,
 }
 
 // SAFETY: an `Allocation` is a device address and plain values; it grants no
@@ -94,6 +106,12 @@ pub trait DeviceAllocator: Send + Sync {
     /// Declares that the memory at `ptr` is also used by work on `stream`:
     /// after `free` it is reused only once that work is done.
     fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()>;
+
+    /// The live allocation whose requested bytes hold the byte at `addr`
+    /// (its start or inside it); `None` when no live allocation of this
+    /// allocator holds it (never handed out, freed, or in a block's rounding
+    /// past the bytes requested). Takes the device's lock, not the cache's.
+    fn find(&self, addr: usize) -> Option<LiveBlock>;
 
     /// Gives every cached, unused segment back to the vendor.
     fn empty_cache(&self) -> Result<()>;
@@ -140,7 +158,20 @@ pub fn new_device_allocator(
     algorithm: Algorithm,
     config: &AllocatorConfig,
 ) -> Result<Box<dyn DeviceAllocator>> {
-    let source = source::Source::new(ctx, device, config.per_process_memory_fraction)?;
+    new_device_allocator_in(ctx, device, algorithm, config, Default::default())
+}
+
+/// A device allocator of `algorithm` for `device` that records the ranges
+/// it reserves in `segments` (shared with other devices' allocators, so a
+/// pointer leads to its device: see [`DeviceAllocators::find`]).
+pub fn new_device_allocator_in(
+    ctx: &'static DeviceContext,
+    device: i32,
+    algorithm: Algorithm,
+    config: &AllocatorConfig,
+    segments: std::sync::Arc<SegmentMap>,
+) -> Result<Box<dyn DeviceAllocator>> {
+    let source = source::Source::new(ctx, device, config.per_process_memory_fraction, segments)?;
     Ok(match algorithm {
         Algorithm::Raw if config.expandable_segments => {
             return Err(dipu_deviceapi::Error::new(

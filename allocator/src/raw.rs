@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::Source;
-use crate::{Algorithm, Allocation, DeviceAllocator, DeviceStats};
+use crate::{Algorithm, Allocation, DeviceAllocator, DeviceStats, LiveBlock};
 
 struct Live {
     size: usize,
@@ -118,6 +118,17 @@ impl DeviceAllocator for RawAllocator {
             live.other_streams.push(stream);
         }
         Ok(())
+    }
+
+    fn find(&self, addr: usize) -> Option<LiveBlock> {
+        let st = self.state.lock();
+        // Each allocation is a range of its own in the segment map.
+        let base = st.source.segments.find(addr)?.base;
+        let live = st.live.get(&base)?;
+        (addr - base < live.size).then_some(LiveBlock {
+            addr: base,
+            requested: live.size,
+        })
     }
 
     fn empty_cache(&self) -> Result<()> {

@@ -2,9 +2,12 @@
 //! within the process's memory fraction.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{DeviceContext, DeviceGuard};
+
+use crate::segments::{SegmentMap, SegmentRange};
 
 /// The vendor memory of one device.
 #[derive(Debug)]
@@ -15,17 +18,27 @@ pub(crate) struct Source {
     pub(crate) total: u64,
     /// Bytes this allocator may reserve (fraction × total).
     pub(crate) limit: u64,
+    /// Where every range reserved here is recorded, with the other
+    /// devices' of the same set.
+    pub(crate) segments: Arc<SegmentMap>,
 }
 
 impl Source {
     /// The source for `device`, limited to `fraction` of its memory.
-    pub(crate) fn new(ctx: &'static DeviceContext, device: i32, fraction: f64) -> Result<Source> {
+    /// Its reservations are recorded in `segments`.
+    pub(crate) fn new(
+        ctx: &'static DeviceContext,
+        device: i32,
+        fraction: f64,
+        segments: Arc<SegmentMap>,
+    ) -> Result<Source> {
         let total = ctx.api().device_properties(device)?.total_memory;
         let mut source = Source {
             ctx,
             device,
             total,
             limit: total,
+            segments,
         };
         source.set_fraction(fraction)?;
         Ok(source)
@@ -59,12 +72,33 @@ impl Source {
     /// Allocates `bytes` from the vendor if `reserved + bytes` stays within the limit.
     pub(crate) fn malloc(&self, bytes: usize, reserved: u64) -> Result<*mut c_void> {
         self.check_limit(bytes as u64, reserved)?;
-        let _guard = DeviceGuard::new(self.ctx, self.device)?;
-        self.ctx.api().malloc(bytes)
+        let ptr = {
+            let _guard = DeviceGuard::new(self.ctx, self.device)?;
+            self.ctx.api().malloc(bytes)?
+        };
+        self.register(ptr as usize, bytes);
+        Ok(ptr)
+    }
+
+    /// Records `base..base + size`, just reserved, as this device's.
+    pub(crate) fn register(&self, base: usize, size: usize) {
+        if base != 0 && size != 0 {
+            self.segments.insert(SegmentRange {
+                base,
+                size,
+                device: self.device,
+            });
+        }
+    }
+
+    /// Forgets the range at `base`, about to go back to the vendor.
+    pub(crate) fn unregister(&self, base: usize) {
+        self.segments.remove(base);
     }
 
     /// Gives a segment back to the vendor.
     pub(crate) fn free(&self, addr: usize) -> Result<()> {
+        self.unregister(addr);
         let _guard = DeviceGuard::new(self.ctx, self.device)?;
         // SAFETY: `addr` is the start of a segment this source allocated and
         // nothing in the allocator refers to it any more.

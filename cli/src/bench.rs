@@ -13,6 +13,8 @@ use dipu_stream::{DeviceContext, Stream};
 
 use crate::Failure;
 
+#[path = "bench_cabi.rs"]
+mod bench_cabi;
 #[path = "bench_comm.rs"]
 mod bench_comm;
 #[path = "bench_store.rs"]
@@ -23,13 +25,19 @@ mod bench_store;
 pub(crate) enum BenchCommand {
     /// The allocate+free pair of every device allocator when it hits the
     /// cache, beside the system allocator's pair (std::alloc, 256-byte
-    /// alignment), at 512 B to 16 MiB, on 1 and 2 threads.
+    /// alignment), at 512 B to 16 MiB, on 1 and 2 threads; then the C ABI's
+    /// pair (dipu_malloc + dipu_free through libdipu_runtime.so) beside BF's
+    /// own, on one thread, two threads on one device and two on two.
     Alloc {
         /// Timed pairs per thread for each figure, in 5 rounds (the median
         /// round is reported).
         #[arg(long, value_name = "N", default_value_t = 50_000,
               value_parser = clap::value_parser!(u32).range(5..))]
         iterations: u32,
+        /// The C ABI library to time (default: libdipu_runtime.so next to
+        /// `dipu`, as `cargo build --release -p dipu-ffi` leaves it).
+        #[arg(long, value_name = "PATH")]
+        c_abi_lib: Option<std::path::PathBuf>,
     },
     /// All-reduce (f32 sum) bus bandwidth of the host vendor's collectives,
     /// the ranks being processes, beside single-thread memcpy bandwidth.
@@ -43,7 +51,10 @@ pub(crate) enum BenchCommand {
 /// Runs the benchmark `what` names.
 pub(crate) fn run(what: &BenchCommand) -> Result<(), Failure> {
     match *what {
-        BenchCommand::Alloc { iterations } => alloc(iterations).map_err(Failure::from),
+        BenchCommand::Alloc {
+            iterations,
+            ref c_abi_lib,
+        } => alloc(iterations, c_abi_lib.as_deref()).map_err(Failure::from),
         BenchCommand::Comm(ref args) => bench_comm::run(args).map_err(Failure::from),
         BenchCommand::Store(ref args) => bench_store::run(args).map_err(Failure::from),
     }
@@ -71,7 +82,7 @@ fn ratio_text(ratio: f64) -> String {
 }
 
 /// `dipu bench alloc`.
-fn alloc(iterations: u32) -> Result<()> {
+fn alloc(iterations: u32, c_abi_lib: Option<&std::path::Path>) -> Result<()> {
     let started = Instant::now();
     crate::outln!(
         "allocate+free pairs on the host vendor, warmed up so every caching allocator hits its \
@@ -141,6 +152,23 @@ fn alloc(iterations: u32) -> Result<()> {
          state of its heap (so on what ran before), and at 16 MiB on a thread's arena it maps a \
          fresh heap every pair; read ratios against the fast figure"
     );
+    crate::outln!();
+    match bench_cabi::library_path(c_abi_lib) {
+        Some(lib) => {
+            crate::outln!(
+                "the C ABI pair: dipu_malloc + dipu_free through {} (BF, pooled streams), beside \
+                 BF's own pair (one allocator per device), alternated {} times, median; x1thr: \
+                 per-thread throughput over the same pair's one-thread figure",
+                lib.display(),
+                bench_cabi::REPEATS
+            );
+            bench_cabi::run(ctx, &lib, iterations)?;
+        }
+        None => crate::outln!(
+            "the C ABI pair: not measured, no libdipu_runtime.so next to this binary (build it \
+             with `cargo build --release -p dipu-ffi`, or pass --c-abi-lib PATH)"
+        ),
+    }
     crate::outln!("took {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

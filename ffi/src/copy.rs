@@ -26,10 +26,9 @@ pub unsafe extern "C" fn dipu_memcpy(
 ) -> dipu_status {
     ffi_boundary!("dipu_memcpy", {
         let kind = copy_kind(kind)?;
-        let rt = dipu_runtime::get()?;
         // SAFETY: device sides are checked by the runtime; host sides are
         // valid by the caller's contract.
-        unsafe { rt.memcpy(dst, src, bytes, kind) }
+        dipu_runtime::with(|rt| unsafe { rt.memcpy(dst, src, bytes, kind) })
     })
 }
 
@@ -54,11 +53,12 @@ pub unsafe extern "C" fn dipu_memcpy_async(
 ) -> dipu_status {
     ffi_boundary!("dipu_memcpy_async", {
         let kind = copy_kind(kind)?;
-        let rt = dipu_runtime::get()?;
-        let stream = stream::from_c(&rt, stream)?;
-        // SAFETY: as in `dipu_memcpy`, and the caller keeps the memory
-        // valid until the stream gets there.
-        unsafe { rt.memcpy_async(dst, src, bytes, kind, stream) }
+        dipu_runtime::with(|rt| {
+            let stream = stream::from_c(rt, stream)?;
+            // SAFETY: as in `dipu_memcpy`, and the caller keeps the memory
+            // valid until the stream gets there.
+            unsafe { rt.memcpy_async(dst, src, bytes, kind, stream) }
+        })
     })
 }
 
@@ -73,10 +73,9 @@ pub unsafe extern "C" fn dipu_memcpy_async(
 #[no_mangle]
 pub unsafe extern "C" fn dipu_memset(dst: *mut c_void, value: i32, bytes: usize) -> dipu_status {
     ffi_boundary!("dipu_memset", {
-        let rt = dipu_runtime::get()?;
         // SAFETY: the range is checked by the runtime; ordering is the
         // caller's contract.
-        unsafe { rt.memset(dst, value as u8, bytes) }
+        dipu_runtime::with(|rt| unsafe { rt.memset(dst, value as u8, bytes) })
     })
 }
 
@@ -96,9 +95,10 @@ pub unsafe extern "C" fn dipu_memset_async(
     stream: dipu_stream,
 ) -> dipu_status {
     ffi_boundary!("dipu_memset_async", {
-        let rt = dipu_runtime::get()?;
-        let stream = stream::from_c(&rt, stream)?;
-        // SAFETY: as in `dipu_memset`.
-        unsafe { rt.memset_async(dst, value as u8, bytes, stream) }
+        dipu_runtime::with(|rt| {
+            let stream = stream::from_c(rt, stream)?;
+            // SAFETY: as in `dipu_memset`.
+            unsafe { rt.memset_async(dst, value as u8, bytes, stream) }
+        })
     })
 }

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use dipu_runtime::{Error, ErrorKind};
+use dipu_runtime::{Error, ErrorKind, Result};
 
 use crate::status::{dipu_status, ffi_boundary, non_null, write_c_string, write_out};
 use crate::stream::{self, dipu_stream};
@@ -26,8 +26,6 @@ pub unsafe extern "C" fn dipu_malloc(
 ) -> dipu_status {
     ffi_boundary!("dipu_malloc", {
         non_null(out, "out")?;
-        let rt = dipu_runtime::get()?;
-        let stream = stream::from_c(&rt, stream)?;
         // No allocation can exceed PTRDIFF_MAX; refusing here also keeps
         // the allocators' size rounding away from overflow.
         if bytes > isize::MAX as usize {
@@ -36,7 +34,10 @@ pub unsafe extern "C" fn dipu_malloc(
                 format!("{bytes} bytes is more than any allocation can hold (PTRDIFF_MAX)"),
             ));
         }
-        let ptr = rt.allocate(bytes, stream)?.into_raw();
+        let ptr = dipu_runtime::with(|rt| -> Result<_> {
+            let stream = stream::from_c(rt, stream)?;
+            rt.allocate_raw(bytes, stream)
+        })?;
         // SAFETY: forwarded caller's contract.
         unsafe { write_out(out, "out", ptr) }
     })
@@ -55,10 +56,10 @@ pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
         if ptr.is_null() {
             return Ok(());
         }
-        let rt = dipu_runtime::get()?;
-        let device = match rt.find_allocation(ptr) {
-            Some(a) => a.device,
-            None => {
+        dipu_runtime::with(|rt| {
+            // The segment map names the device; its allocator checks the
+            // pointer (a double, interior or unknown free changes nothing).
+            let Some(device) = rt.device_of(ptr) else {
                 let e = Error::invalid_argument(format!(
                     "{ptr:p} is not a live allocation of dipu_malloc (never allocated, or \
                      already freed)"
@@ -67,9 +68,9 @@ pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
                     true => dipu_runtime::memcheck::on_bad_free(ptr as usize, e),
                     false => e,
                 });
-            }
-        };
-        rt.free_raw(device, ptr)
+            };
+            rt.free_raw(device, ptr)
+        })
     })
 }
 
@@ -81,9 +82,10 @@ pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
 #[no_mangle]
 pub extern "C" fn dipu_record_stream(ptr: *mut c_void, stream: dipu_stream) -> dipu_status {
     ffi_boundary!("dipu_record_stream", {
-        let rt = dipu_runtime::get()?;
-        let stream = stream::from_c(&rt, stream)?;
-        rt.record_stream_raw(ptr, stream)
+        dipu_runtime::with(|rt| {
+            let stream = stream::from_c(rt, stream)?;
+            rt.record_stream_raw(ptr, stream)
+        })
     })
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use dipu_runtime::{DeviceContext, Error, Result, Runtime, Stream, StreamId, StreamKind};
+use dipu_runtime::{DeviceContext, Error, Result, Runtime, Stream, StreamKind};
 use parking_lot::Mutex;
 
 use crate::status::{dipu_status, ffi_boundary, non_null, write_out};
@@ -24,48 +24,34 @@ pub struct dipu_stream {
     pub raw: u64,
 }
 
-/// A stream's key: its context's address, device and id.
+/// A created stream's key: its context's address, device and id.
 type StreamKey = (usize, i32, u32);
 
-/// Streams handed out, by key.
-static STREAMS: Mutex<Option<HashMap<StreamKey, Stream>>> = Mutex::new(None);
-
-/// The (clamped) priorities of streams made by dipu_stream_create, by key.
+/// The (clamped) priorities of streams made by dipu_stream_create, by key
+/// (read only by dipu_stream_priority, never on a hot path).
 static CREATED_PRIORITIES: Mutex<Option<HashMap<StreamKey, i32>>> = Mutex::new(None);
 
 fn ctx_key(ctx: &'static DeviceContext) -> usize {
     ctx as *const DeviceContext as usize
 }
 
-/// The C value of `stream`, remembered so that it can be used later.
+/// The C value of `stream`.
 pub(crate) fn to_c(stream: Stream) -> dipu_stream {
-    let id = stream.id().as_u32();
-    STREAMS
-        .lock()
-        .get_or_insert_with(HashMap::new)
-        .insert((ctx_key(stream.context()), stream.device(), id), stream);
     dipu_stream {
         device: stream.device(),
-        id,
+        id: stream.id().as_u32(),
         raw: stream.raw().as_raw(),
     }
 }
 
 /// The stream `s` names in `rt`: `InvalidDevice` for a bad device,
-/// `InvalidArgument` for a handle this library never handed out for `rt`.
+/// `InvalidArgument` for a handle `rt`'s context never handed out. No
+/// lock for default and pool streams (the context's own tables).
+#[inline]
 pub(crate) fn from_c(rt: &Runtime, s: dipu_stream) -> Result<Stream> {
-    rt.check_device(s.device)?;
-    let ctx = rt.context();
-    if s.id == StreamId::DEFAULT.as_u32() && s.raw == 0 {
-        return ctx.default_stream(s.device);
-    }
-    let found = STREAMS
-        .lock()
-        .as_ref()
-        .and_then(|m| m.get(&(ctx_key(ctx), s.device, s.id)).copied());
-    match found {
-        Some(stream) if stream.raw().as_raw() == s.raw => Ok(stream),
-        _ => Err(Error::invalid_argument(format!(
+    match rt.context().stream_from_parts(s.device, s.id, s.raw)? {
+        Some(stream) => Ok(stream),
+        None => Err(Error::invalid_argument(format!(
             "{{device {}, id {:#x}, raw {:#x}}} is not a stream of this runtime (never handed \
              out by a dipu_stream_* function, corrupted, or from before dipu_shutdown)",
             s.device, s.id, s.raw
@@ -233,15 +219,8 @@ pub unsafe extern "C" fn dipu_stream_from_id(
         // SAFETY: forwarded caller's contract.
         unsafe {
             stream_out(out, |rt| {
-                rt.check_device(device)?;
-                let ctx = rt.context();
-                if id == StreamId::DEFAULT.as_u32() {
-                    return ctx.default_stream(device);
-                }
-                STREAMS
-                    .lock()
-                    .as_ref()
-                    .and_then(|m| m.get(&(ctx_key(ctx), device, id)).copied())
+                rt.context()
+                    .stream_from_id(device, id)?
                     .ok_or_else(|| {
                         Error::invalid_argument(format!(
                             "no stream of device {device} has id {id:#x} in this runtime"

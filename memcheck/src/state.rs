@@ -117,8 +117,10 @@ fn shard(ptr: usize) -> &'static Mutex<Shard> {
 
 /// Frames captured per backtrace (from the capture point: dipu's own
 /// frames, then the caller's). Unwinding costs per frame; a bound keeps
-/// a capture's cost the same whatever the depth of the stack.
-pub const MAX_FRAMES: usize = 16;
+/// a capture's cost the same whatever the depth of the stack. In a debug
+/// build dipu's own frames between a C call and the capture take up to
+/// about 16 (the panic boundary, the runtime lent by `dipu_runtime::with`).
+pub const MAX_FRAMES: usize = 24;
 
 /// An unresolved backtrace: the return addresses of the innermost
 /// [`MAX_FRAMES`] frames, resolved to functions and lines only when a

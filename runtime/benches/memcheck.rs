@@ -35,12 +35,11 @@ fn one_pair(rt: &Arc<Runtime>, stream: Stream, v: Variant) {
         Variant::NoChecker => {
             let p = rt
                 .bench_allocate_without_checker(black_box(4096), stream)
-                .unwrap()
-                .into_raw();
+                .unwrap();
             rt.bench_free_raw_without_checker(0, p).unwrap();
         }
         Variant::Runtime => {
-            let p = rt.allocate(black_box(4096), stream).unwrap().into_raw();
+            let p = rt.allocate_raw(black_box(4096), stream).unwrap();
             rt.free_raw(0, p).unwrap();
         }
     }

@@ -10,7 +10,6 @@ use dipu_deviceapi::{CopyKind, Error, Result};
 use dipu_memcheck::Location;
 use dipu_stream::Stream;
 
-use crate::live::LiveAllocation;
 use crate::Runtime;
 
 impl Runtime {
@@ -18,38 +17,41 @@ impl Runtime {
     /// allocator of the stream's device (zero bytes: an empty buffer with a
     /// null pointer).
     pub fn allocate(self: &Arc<Self>, bytes: usize, stream: Stream) -> Result<DeviceBuffer> {
-        self.allocate_with::<true>(bytes, stream)
+        Ok(DeviceBuffer {
+            alloc: self.allocate_with::<true>(bytes, stream)?,
+            rt: Arc::clone(self),
+            owned: true,
+        })
     }
 
-    /// [`Runtime::allocate`] with the memory checker's branch compiled
+    /// [`Runtime::allocate`] without an owner: the pointer (null for zero
+    /// bytes), to free with [`Runtime::free_raw`]. What `dipu_malloc`
+    /// calls: unlike a [`DeviceBuffer`], it does not touch the runtime's
+    /// reference count, which all threads share.
+    pub fn allocate_raw(&self, bytes: usize, stream: Stream) -> Result<*mut c_void> {
+        Ok(self.allocate_with::<true>(bytes, stream)?.ptr)
+    }
+
+    /// [`Runtime::allocate_raw`] with the memory checker's branch compiled
     /// out: the baseline of `runtime/benches/memcheck.rs`, which measures
     /// what the checker costs when off. Not for use outside benchmarks.
     #[doc(hidden)]
     pub fn bench_allocate_without_checker(
-        self: &Arc<Self>,
+        &self,
         bytes: usize,
         stream: Stream,
-    ) -> Result<DeviceBuffer> {
-        self.allocate_with::<false>(bytes, stream)
+    ) -> Result<*mut c_void> {
+        Ok(self.allocate_with::<false>(bytes, stream)?.ptr)
     }
 
     /// `allocate`, telling the checker (when on) if `CHECK`.
     #[inline(always)]
-    fn allocate_with<const CHECK: bool>(
-        self: &Arc<Self>,
-        bytes: usize,
-        stream: Stream,
-    ) -> Result<DeviceBuffer> {
+    fn allocate_with<const CHECK: bool>(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
         self.check_stream(&stream, "allocate")?;
         let alloc = self
             .allocators
             .get(stream.device())?
             .allocate(bytes, stream)?;
-        self.live.insert(LiveAllocation {
-            addr: alloc.ptr as usize,
-            len: alloc.size,
-            device: alloc.device,
-        });
         if CHECK && dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(
                 alloc.ptr as usize,
@@ -58,11 +60,7 @@ impl Runtime {
                 Some(alloc.stream.id()),
             );
         }
-        Ok(DeviceBuffer {
-            rt: Arc::clone(self),
-            alloc,
-            owned: true,
-        })
+        Ok(alloc)
     }
 
     /// At least `bytes` of pinned host memory, zero-filled (zero bytes: an

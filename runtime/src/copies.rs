@@ -15,7 +15,7 @@ struct Checked {
 }
 
 impl Runtime {
-    /// The live map's range check, with the
+    /// The allocators' range check, with the
     /// memory checker's account (backtraces) of a failure when it is on.
     fn check_range(
         &self,
@@ -24,7 +24,7 @@ impl Runtime {
         op: &str,
         what: &str,
     ) -> Result<crate::LiveAllocation> {
-        self.live.check_range(ptr, bytes, op, what).map_err(|e| {
+        self.live_range(ptr, bytes, op, what).map_err(|e| {
             match dipu_memcheck::enabled() && !ptr.is_null() {
                 true => dipu_memcheck::check_access(ptr as usize, e),
                 false => e,
@@ -167,8 +167,7 @@ impl Runtime {
         if bytes == 0 {
             return Ok(());
         }
-        self.live
-            .check_range(dst, bytes, "memset_async", "the destination")?;
+        self.live_range(dst, bytes, "memset_async", "the destination")?;
         let _guard = OptionalDeviceGuard::new(self.ctx, Some(stream.device()))?;
         // SAFETY: the range is inside a live allocation (checked above) and
         // the stream is this context's.

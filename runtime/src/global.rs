@@ -1,5 +1,7 @@
 //! The process-global runtime: `init`, `get`, `shutdown`.
 
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dipu_deviceapi::{Error, Result};
@@ -8,6 +10,139 @@ use parking_lot::RwLock;
 use crate::{Runtime, RuntimeOptions, ShutdownReport};
 
 static GLOBAL: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
+
+/// Bumped (under `GLOBAL`'s write lock) whenever `GLOBAL` changes, so a
+/// thread's copy of the runtime knows whether it is still the global one.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// This thread's view of the global runtime: which one it last used, of
+/// which generation, and how many `with` calls of the thread are running.
+#[derive(Clone, Copy)]
+struct Lent {
+    generation: u64,
+    rt: *const Runtime,
+    depth: u32,
+}
+
+/// What `Lent` is when the thread holds no runtime.
+const NONE: Lent = Lent {
+    generation: u64::MAX,
+    rt: std::ptr::null(),
+    depth: 0,
+};
+
+/// The `Arc` behind a thread's `Lent::rt`; when it goes (the thread
+/// ends), so does the thread's view.
+struct Held(Option<Arc<Runtime>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // (`LENT` has no destructor, so it outlives this.)
+        LENT.set(Lent {
+            depth: LENT.get().depth,
+            ..NONE
+        });
+    }
+}
+
+std::thread_local! {
+    /// Read on every call: plain values (no destructor, so no state check).
+    static LENT: Cell<Lent> = const { Cell::new(NONE) };
+    /// Keeps `LENT.rt` alive; replaced only when no `with` of the thread runs.
+    static HELD: RefCell<Held> = const { RefCell::new(Held(None)) };
+}
+
+/// Counts a running `with` of this thread (in its `LENT`) until dropped.
+struct Depth<'a>(&'a Cell<Lent>);
+
+impl<'a> Depth<'a> {
+    #[inline]
+    fn enter(cell: &'a Cell<Lent>) -> Depth<'a> {
+        let mut l = cell.get();
+        l.depth += 1;
+        cell.set(l);
+        Depth(cell)
+    }
+}
+
+impl Drop for Depth<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let mut l = self.0.get();
+        l.depth -= 1;
+        self.0.set(l);
+    }
+}
+
+/// Sets the global runtime (the write lock held) and bumps the generation.
+fn publish(global: &mut Option<Arc<Runtime>>, rt: Option<Arc<Runtime>>) -> Option<Arc<Runtime>> {
+    let old = std::mem::replace(global, rt);
+    GENERATION.fetch_add(1, Ordering::Release);
+    old
+}
+
+/// Runs `f` on the process-global runtime (created from the environment
+/// on first use, as [`get`] does) and returns what it returns: the path
+/// every hot C ABI call takes. No lock and no reference count is touched
+/// when the thread called `with` before and the global runtime has not
+/// changed since: each thread keeps an `Arc` of the runtime it last used,
+/// checked against a generation counter that only [`init`], [`get`] and
+/// [`shutdown`] change. (So after [`shutdown`] a thread's `Arc` keeps the
+/// old runtime alive until the thread's next call or its end.)
+#[inline]
+pub fn with<R>(f: impl FnOnce(&Runtime) -> Result<R>) -> Result<R> {
+    LENT.with(|cell| {
+        let lent = cell.get();
+        if lent.generation == GENERATION.load(Ordering::Acquire) && !lent.rt.is_null() {
+            let _depth = Depth::enter(cell);
+            // SAFETY: `lent.rt` is the runtime of the `Arc` in this thread's
+            // `HELD` (set together in `with_slow`, cleared when `HELD` is
+            // dropped), which is replaced only while no `with` of this
+            // thread runs (depth 0), so it outlives this call.
+            return f(unsafe { &*lent.rt });
+        }
+        with_slow(cell, f)
+    })
+}
+
+/// `with` when the thread's view is stale: the global runtime (made if
+/// there is none), kept for the thread's next calls.
+#[cold]
+fn with_slow<R>(cell: &Cell<Lent>, f: impl FnOnce(&Runtime) -> Result<R>) -> Result<R> {
+    let (generation, rt) = current()?;
+    if cell.get().depth == 0 {
+        // Fails only while the thread ends: then nothing is kept.
+        let _ = HELD.try_with(|held| {
+            if let Ok(mut held) = held.try_borrow_mut() {
+                cell.set(NONE);
+                held.0 = Some(Arc::clone(&rt));
+                cell.set(Lent {
+                    generation,
+                    rt: Arc::as_ptr(&rt),
+                    depth: 0,
+                });
+            }
+        });
+    }
+    let _depth = Depth::enter(cell);
+    f(&rt)
+}
+
+/// The global runtime (created if there is none) and its generation.
+#[cold]
+fn current() -> Result<(u64, Arc<Runtime>)> {
+    if let Some(rt) = GLOBAL.read().as_ref() {
+        return Ok((GENERATION.load(Ordering::Acquire), Arc::clone(rt)));
+    }
+    let rt = get()?;
+    let global = GLOBAL.read();
+    match global.as_ref() {
+        Some(now) if Arc::ptr_eq(now, &rt) => Ok((GENERATION.load(Ordering::Acquire), rt)),
+        // Shut down or replaced meanwhile: this call still gets the runtime
+        // `get` made, but the thread does not keep it.
+        _ => Ok((u64::MAX, rt)),
+    }
+}
 
 /// Creates the process-global runtime from `options` (unset fields from
 /// the environment). An `InvalidArgument` error if there already is one
@@ -24,7 +159,7 @@ pub fn init(options: RuntimeOptions) -> Result<Arc<Runtime>> {
         )));
     }
     let rt = Runtime::new(options)?;
-    *global = Some(Arc::clone(&rt));
+    publish(&mut global, Some(Arc::clone(&rt)));
     Ok(rt)
 }
 
@@ -40,7 +175,7 @@ pub fn get() -> Result<Arc<Runtime>> {
         return Ok(Arc::clone(rt));
     }
     let rt = Runtime::new(RuntimeOptions::from_env())?;
-    *global = Some(Arc::clone(&rt));
+    publish(&mut global, Some(Arc::clone(&rt)));
     Ok(rt)
 }
 
@@ -56,7 +191,7 @@ pub fn is_initialized() -> bool {
 /// [`get`] creates a new runtime; `Arc`s and buffers of the old one keep it
 /// alive and usable, but its streams and pointers are foreign to the new one.
 pub fn shutdown() -> Result<ShutdownReport> {
-    let Some(rt) = GLOBAL.write().take() else {
+    let Some(rt) = publish(&mut GLOBAL.write(), None) else {
         return Ok(ShutdownReport::default());
     };
     let report = rt.release_and_report();

@@ -35,7 +35,7 @@ mod report;
 mod runtime;
 
 pub use buffer::{DeviceBuffer, HostBuffer};
-pub use global::{get, init, is_initialized, shutdown};
+pub use global::{get, init, is_initialized, shutdown, with};
 pub use live::LiveAllocation;
 pub use options::RuntimeOptions;
 pub use report::{DeviceLeak, ShutdownReport};

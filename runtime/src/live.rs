@@ -1,11 +1,12 @@
-//! The live device allocations made through a runtime, by address: used
-//! to range-check copies and to free raw pointers on the right device.
+//! The live device allocations of a runtime, as its allocators know them:
+//! the segment map names a pointer's device, the device's allocator its
+//! allocation. Used to range-check copies and to check raw frees.
 
-use std::collections::BTreeMap;
 use std::ffi::c_void;
 
-use dipu_deviceapi::{Error, Result};
-use parking_lot::RwLock;
+use dipu_deviceapi::{Error, ErrorKind, Result};
+
+use crate::Runtime;
 
 /// One live device allocation made through a [`Runtime`](crate::Runtime).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,49 +34,100 @@ impl LiveAllocation {
     }
 }
 
-/// Live allocations by start address (zero-byte allocations, which have
-/// a null pointer, are not recorded).
-#[derive(Debug, Default)]
-pub(crate) struct LiveMap {
-    map: RwLock<Map>,
-}
+impl Runtime {
+    /// The live device allocation made through this runtime that holds the
+    /// byte at `ptr`, interior pointers included: its start, the bytes
+    /// requested and its device. `None` for a pointer no live allocation
+    /// holds (never allocated here, already freed, from before a shutdown,
+    /// host memory).
+    ///
+    /// This is the runtime's one pointer lookup (copies' range checks, the
+    /// errors of bad frees, a framework's pointer-attribute query): no
+    /// process-wide lock and no record of its own. A lock-free map of the
+    /// ranges reserved from the vendor names the device; that device's
+    /// allocator answers from its block map under its own lock.
+    pub fn find_allocation(&self, ptr: *const c_void) -> Option<LiveAllocation> {
+        let (device, block) = self.allocators.find(ptr as usize)?;
+        Some(LiveAllocation {
+            addr: block.addr,
+            len: block.requested,
+            device,
+        })
+    }
 
-impl LiveMap {
-    /// Records a new allocation.
-    pub(crate) fn insert(&self, a: LiveAllocation) {
-        if a.addr != 0 {
-            self.map.write().insert(a.addr, (a.len, a.device));
+    /// The device whose memory (live or cached) holds the byte at `ptr`,
+    /// without a lock; `None` when no allocator of this runtime reserved it.
+    #[inline]
+    pub fn device_of(&self, ptr: *const c_void) -> Option<i32> {
+        self.allocators.device_of(ptr as usize)
+    }
+
+    /// Every live device allocation made through this runtime, by address
+    /// (from the allocators' snapshots: slow, for reports).
+    pub fn live_allocations(&self) -> Vec<LiveAllocation> {
+        let mut all: Vec<LiveAllocation> = self
+            .allocators
+            .created()
+            .flat_map(|alloc| {
+                let device = alloc.device();
+                alloc.snapshot().segments.into_iter().flat_map(move |s| {
+                    s.blocks
+                        .into_iter()
+                        .filter(|b| b.state == dipu_allocator::BlockState::Allocated)
+                        .map(move |b| LiveAllocation {
+                            addr: b.address,
+                            len: b.requested,
+                            device,
+                        })
+                })
+            })
+            .collect();
+        all.sort_by_key(|a| a.addr);
+        all
+    }
+
+    /// Why `ptr` cannot be freed (or recorded) on `device` as the start of
+    /// a live allocation, replacing `cause` (the allocator's error) when
+    /// the lookup says more; `op` names the caller. Errors other than
+    /// `InvalidArgument` pass through.
+    #[cold]
+    pub(crate) fn explain_bad_pointer(
+        &self,
+        ptr: *const c_void,
+        device: Option<i32>,
+        op: &str,
+        cause: Error,
+    ) -> Error {
+        if cause.kind() != ErrorKind::InvalidArgument {
+            return cause;
         }
-    }
-
-    /// The allocation containing the byte at `addr`, if any.
-    pub(crate) fn find(&self, addr: usize) -> Option<LiveAllocation> {
-        containing(&self.map.read(), addr)
-    }
-
-    /// The allocation `ptr` starts, or an `InvalidArgument` error saying
-    /// why `ptr` is not one (`op` names the caller in the message).
-    pub(crate) fn get_exact(&self, ptr: *const c_void, op: &str) -> Result<LiveAllocation> {
-        exact(&self.map.read(), ptr, op)
-    }
-
-    /// Takes the allocation `ptr` starts on `device` out of the map.
-    pub(crate) fn remove(&self, ptr: *mut c_void, device: i32, op: &str) -> Result<LiveAllocation> {
-        let mut map = self.map.write();
-        let a = exact(&map, ptr, op)?;
-        if a.device != device {
-            return Err(Error::invalid_argument(format!(
-                "{op}: {ptr:p} was allocated on device {}, not on device {device}",
+        let addr = ptr as usize;
+        match self.find_allocation(ptr) {
+            Some(a) if a.addr != addr => Error::invalid_argument(format!(
+                "{op}: {ptr:p} points {} bytes into the allocation at {:#x} ({} bytes on device \
+                 {}): pass the start address",
+                addr - a.addr,
+                a.addr,
+                a.len,
                 a.device
-            )));
+            )),
+            Some(a) if device.is_some_and(|d| d != a.device) => Error::invalid_argument(format!(
+                "{op}: {ptr:p} was allocated on device {}, not on device {}",
+                a.device,
+                device.unwrap_or(a.device)
+            )),
+            // Live after all: the allocator's own reason stands.
+            Some(_) => cause,
+            None => Error::invalid_argument(format!(
+                "{op}: {ptr:p} is not a live device allocation of this runtime (never allocated \
+                 through it, or already freed)"
+            )),
         }
-        map.remove(&a.addr);
-        Ok(a)
     }
 
-    /// The device of the live allocation holding `ptr..ptr + bytes`, or an
+    /// The live allocation holding `ptr..ptr + bytes`, or an
     /// `InvalidArgument` error naming `what` (e.g. "the source").
-    pub(crate) fn check_range(
+    pub(crate) fn live_range(
         &self,
         ptr: *const c_void,
         bytes: usize,
@@ -88,7 +140,7 @@ impl LiveMap {
             )));
         }
         let addr = ptr as usize;
-        match self.find(addr) {
+        match self.find_allocation(ptr) {
             Some(a) if a.contains(addr, bytes) => Ok(a),
             Some(a) => Err(Error::invalid_argument(format!(
                 "{op}: {what} range {ptr:p}+{bytes} runs past the end of the allocation at \
@@ -100,47 +152,5 @@ impl LiveMap {
                  (never allocated through it, or already freed)"
             ))),
         }
-    }
-
-    /// Every live allocation, by address.
-    pub(crate) fn all(&self) -> Vec<LiveAllocation> {
-        self.map
-            .read()
-            .iter()
-            .map(|(&addr, &(len, device))| LiveAllocation { addr, len, device })
-            .collect()
-    }
-}
-
-type Map = BTreeMap<usize, (usize, i32)>;
-
-/// The allocation of `map` containing the byte at `addr`, if any.
-fn containing(map: &Map, addr: usize) -> Option<LiveAllocation> {
-    let (&start, &(len, device)) = map.range(..=addr).next_back()?;
-    let a = LiveAllocation {
-        addr: start,
-        len,
-        device,
-    };
-    (addr < start + len).then_some(a)
-}
-
-/// The allocation of `map` that `ptr` starts, or why there is none.
-fn exact(map: &Map, ptr: *const c_void, op: &str) -> Result<LiveAllocation> {
-    let addr = ptr as usize;
-    match containing(map, addr) {
-        Some(a) if a.addr == addr => Ok(a),
-        Some(a) => Err(Error::invalid_argument(format!(
-            "{op}: {ptr:p} points {} bytes into the allocation at {:#x} ({} bytes on device \
-             {}): pass the start address",
-            addr - a.addr,
-            a.addr,
-            a.len,
-            a.device
-        ))),
-        None => Err(Error::invalid_argument(format!(
-            "{op}: {ptr:p} is not a live device allocation of this runtime (never allocated \
-             through it, or already freed)"
-        ))),
     }
 }

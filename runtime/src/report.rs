@@ -101,7 +101,7 @@ impl Runtime {
                 report.devices.push(leak);
             }
         }
-        report.live = self.live.all();
+        report.live = self.live_allocations();
         for a in &report.live {
             tracing::warn!(
                 ptr = ?a.as_ptr(),

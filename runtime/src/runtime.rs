@@ -17,7 +17,6 @@ use dipu_stream::{DeviceContext, DeviceGuard, Stream};
 use dipu_vendor_host::HostVendor;
 
 use crate::accumulated::Baselines;
-use crate::live::{LiveAllocation, LiveMap};
 use crate::RuntimeOptions;
 
 /// A loader knowing the built-in vendors (`host` → [`HostVendor::from_env`]).
@@ -41,7 +40,6 @@ pub struct Runtime {
     pub(crate) alloc_conf: AllocatorConfig,
     pub(crate) host: HostAllocator,
     pub(crate) generators: Generators,
-    pub(crate) live: LiveMap,
     pub(crate) baselines: Baselines,
     pub(crate) host_baselines: Baselines,
 }
@@ -82,7 +80,6 @@ impl Runtime {
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
             generators: Generators::new(ctx.device_count()),
-            live: LiveMap::default(),
             baselines: Baselines::default(),
             host_baselines: Baselines::default(),
             vendor,
@@ -234,33 +231,47 @@ impl Runtime {
         self.free_raw_with::<false>(device, ptr)
     }
 
-    /// `free_raw`, telling the checker (when on) if `CHECK`.
+    /// `free_raw`, telling the checker (when on) if `CHECK`. The
+    /// allocator's block map is the record: a pointer it does not hold as
+    /// live (unknown, freed, interior, another device's) changes nothing
+    /// and is explained from the segment map afterwards.
     #[inline(always)]
     fn free_raw_with<const CHECK: bool>(&self, device: i32, ptr: *mut c_void) -> Result<()> {
-        self.check_device(device)?;
+        let alloc = self.allocators.get(device)?;
         if ptr.is_null() {
             return Ok(());
         }
-        let checking = CHECK && dipu_memcheck::enabled();
-        let a = match self.live.remove(ptr, device, "free_raw") {
-            Ok(a) => a,
-            Err(e) if checking => return Err(dipu_memcheck::on_bad_free(ptr as usize, e)),
-            Err(e) => return Err(e),
+        if CHECK && dipu_memcheck::enabled() {
+            return self.free_raw_checked(alloc, device, ptr);
+        }
+        alloc
+            .free(ptr)
+            .map_err(|e| self.explain_bad_pointer(ptr, Some(device), "free_raw", e))
+    }
+
+    /// `free_raw` with the memory checker on: the pointer is checked first,
+    /// so that the checker forgets it only when the free goes ahead.
+    #[cold]
+    fn free_raw_checked(
+        &self,
+        alloc: &dyn DeviceAllocator,
+        device: i32,
+        ptr: *mut c_void,
+    ) -> Result<()> {
+        let a = match self.find_allocation(ptr) {
+            Some(a) if a.addr == ptr as usize && a.device == device => a,
+            _ => {
+                let e = Error::invalid_argument("free_raw");
+                let e = self.explain_bad_pointer(ptr, Some(device), "free_raw", e);
+                return Err(dipu_memcheck::on_bad_free(ptr as usize, e));
+            }
         };
         // Before the allocator can hand `ptr` out again to another thread.
-        if checking {
-            dipu_memcheck::on_free(ptr as usize);
-        }
-        let result = self
-            .allocators
-            .get(device)
-            .and_then(|alloc| alloc.free(ptr));
+        dipu_memcheck::on_free(ptr as usize);
+        let result = alloc.free(ptr);
         if result.is_err() {
-            self.live.insert(a);
-            if checking {
-                let loc = dipu_memcheck::Location::Device(device);
-                dipu_memcheck::on_alloc(a.addr, a.len, loc, None);
-            }
+            let loc = dipu_memcheck::Location::Device(device);
+            dipu_memcheck::on_alloc(a.addr, a.len, loc, None);
         }
         result
     }
@@ -268,23 +279,21 @@ impl Runtime {
     /// Declares that the live allocation at `ptr` is also used by work on
     /// `stream` (see [`DeviceAllocator::record_stream`]); the raw form of
     /// [`DeviceBuffer::record_stream`](crate::DeviceBuffer::record_stream).
+    /// No process-wide lock: the pointer's device comes from the segment
+    /// map, its allocator checks it.
     pub fn record_stream_raw(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
         self.check_stream(&stream, "record_stream")?;
         if ptr.is_null() {
             return Ok(());
         }
-        let a = self.live.get_exact(ptr, "record_stream")?;
-        self.allocators.get(a.device)?.record_stream(ptr, stream)
-    }
-
-    /// The live allocation made through this runtime that contains `ptr`.
-    pub fn find_allocation(&self, ptr: *const c_void) -> Option<LiveAllocation> {
-        self.live.find(ptr as usize)
-    }
-
-    /// Every live device allocation made through this runtime, by address.
-    pub fn live_allocations(&self) -> Vec<LiveAllocation> {
-        self.live.all()
+        let Some(device) = self.device_of(ptr) else {
+            let e = Error::invalid_argument("record_stream");
+            return Err(self.explain_bad_pointer(ptr, None, "record_stream", e));
+        };
+        self.allocators
+            .get(device)?
+            .record_stream(ptr, stream)
+            .map_err(|e| self.explain_bad_pointer(ptr, None, "record_stream", e))
     }
 
     /// Frees pinned memory given up with

@@ -255,3 +255,41 @@ fn cross_device_copy_uses_the_peer_path() {
     assert_eq!(back, [5; 64]);
     assert_eq!(rt.find_allocation(b.as_ptr()).map(|a| a.device), Some(1));
 }
+
+#[test]
+fn pointer_lookups_answer_interior_pointers_on_every_device() {
+    for algorithm in Algorithm::ALL {
+        let rt = Runtime::new(RuntimeOptions::default().with_algorithm(algorithm)).unwrap();
+        let s1 = rt.context().stream_from_pool(1, false).unwrap();
+        let buf = rt.allocate(300, s1).unwrap();
+        let base = buf.as_ptr() as usize;
+        // SAFETY: only the address is computed, within the allocation.
+        let inner = unsafe { buf.as_ptr().cast::<u8>().add(299) }.cast::<c_void>();
+        let found = rt.find_allocation(inner).unwrap();
+        assert_eq!(
+            (found.addr, found.len, found.device),
+            (base, 300, 1),
+            "{algorithm}"
+        );
+        assert_eq!(rt.device_of(inner), Some(1), "{algorithm}");
+        // SAFETY: as above, one past the bytes requested.
+        let past = unsafe { inner.cast::<u8>().add(1) }.cast::<c_void>();
+        assert_eq!(rt.find_allocation(past), None, "{algorithm}");
+        let s0 = rt.context().stream_from_pool(0, false).unwrap();
+        let err = rt.record_stream_raw(inner, s0).unwrap_err();
+        assert!(
+            err.message().contains("299 bytes into the allocation"),
+            "{algorithm}: {err}"
+        );
+        rt.record_stream_raw(buf.as_ptr(), s0).unwrap();
+        let raw = buf.into_raw();
+        rt.free_raw(1, raw).unwrap();
+        assert_eq!(rt.find_allocation(raw), None, "{algorithm}: freed");
+        let err = rt.record_stream_raw(raw, s0).unwrap_err();
+        assert!(
+            err.message().contains("already freed"),
+            "{algorithm}: {err}"
+        );
+        assert!(rt.live_allocations().is_empty(), "{algorithm}");
+    }
+}

@@ -133,3 +133,36 @@ fn shutdown_reports_a_leak_then_get_initialises_anew() {
     assert!(report.is_clean(), "{report:?}");
     assert!(!dipu_runtime::shutdown().unwrap().was_initialized);
 }
+
+#[test]
+fn with_lends_the_current_global_runtime_to_every_thread() {
+    let _serial = SERIAL.lock();
+    fresh();
+    let same = |rt: &Arc<Runtime>| {
+        dipu_runtime::with(|lent| Ok(std::ptr::eq(lent, Arc::as_ptr(rt)))).unwrap()
+    };
+    // The first `with` makes the runtime, as `get` does.
+    let made = dipu_runtime::with(|rt| Ok(rt as *const Runtime)).unwrap();
+    let rt = dipu_runtime::get().unwrap();
+    assert_eq!(made, Arc::as_ptr(&rt));
+    assert!(same(&rt), "the thread's view is the global runtime");
+    std::thread::scope(|s| {
+        s.spawn(|| assert!(same(&rt), "another thread's first call"));
+    });
+    // After a shutdown and a new init every thread sees the new runtime.
+    dipu_runtime::shutdown().unwrap();
+    let rt2 = dipu_runtime::init(RuntimeOptions::default()).unwrap();
+    assert!(!Arc::ptr_eq(&rt, &rt2));
+    assert!(same(&rt2), "the thread's old view is dropped");
+    // Errors from the closure come back as they are; nested calls work.
+    let err = dipu_runtime::with(|_| -> dipu_runtime::Result<()> {
+        dipu_runtime::with(|inner| {
+            assert!(std::ptr::eq(inner, Arc::as_ptr(&rt2)));
+            Err(dipu_runtime::Error::invalid_argument("from inside"))
+        })
+    })
+    .unwrap_err();
+    assert!(err.message().contains("from inside"), "{err}");
+    drop(rt);
+    fresh();
+}

@@ -10,14 +10,15 @@ use crate::current;
 use crate::event_pool::{EventPool, PooledEvent};
 use crate::pool::{StreamPool, STREAMS_PER_POOL};
 use crate::stream::{StreamId, StreamKind};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::Mutex;
 use crate::{DeviceGuard, Stream};
 
 /// Per-device pools.
 struct DeviceStreams {
     normal: StreamPool,
     high: StreamPool,
-    created: AtomicU32,
+    /// The vendor handles of the streams `new_stream` made, by index.
+    created: Mutex<Vec<StreamHandle>>,
     events: EventPool,
 }
 
@@ -52,15 +53,21 @@ impl DeviceContext {
             .map(|_| DeviceStreams {
                 normal: StreamPool::new(STREAMS_PER_POOL),
                 high: StreamPool::new(STREAMS_PER_POOL),
-                created: AtomicU32::new(0),
+                created: Mutex::new(Vec::new()),
                 events: EventPool::new(),
             })
             .collect();
-        Ok(Box::leak(Box::new(DeviceContext {
+        let ctx: &'static DeviceContext = Box::leak(Box::new(DeviceContext {
             api,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             devices,
-        })))
+        }));
+        // Every context stays reachable (leak checkers see it as kept, not
+        // lost) for the rest of the process, as its streams may be used.
+        static ALL: std::sync::Mutex<Vec<&'static DeviceContext>> =
+            std::sync::Mutex::new(Vec::new());
+        ALL.lock().unwrap_or_else(|p| p.into_inner()).push(ctx);
+        Ok(ctx)
     }
 
     /// The vendor.
@@ -74,6 +81,7 @@ impl DeviceContext {
     }
 
     /// `device` as an index into the per-device tables, or `InvalidDevice`.
+    #[inline]
     pub(crate) fn check_device(&self, device: i32) -> Result<usize> {
         usize::try_from(device)
             .ok()
@@ -144,13 +152,58 @@ impl DeviceContext {
             let range = self.api.stream_priority_range()?;
             self.api.stream_create(range.clamp(priority))?
         };
-        let index = self.devices[slot].created.fetch_add(1, Ordering::Relaxed);
+        let index = {
+            let mut created = self.devices[slot].created.lock();
+            created.push(raw);
+            created.len() as u32 - 1
+        };
         Ok(Stream {
             ctx: self,
             device,
             id: StreamId::new(StreamKind::Created, index),
             raw,
         })
+    }
+
+    /// The stream of `device` whose id is `id` (its [`StreamId::as_u32`])
+    /// and whose vendor handle is `raw`, if this context handed it out
+    /// (`None` for a made-up, corrupted or foreign value); `InvalidDevice`
+    /// for a bad device. Default and pool streams are found without a
+    /// lock, streams from `new_stream` under their device's lock.
+    #[inline]
+    pub fn stream_from_parts(
+        &'static self,
+        device: i32,
+        id: u32,
+        raw: u64,
+    ) -> Result<Option<Stream>> {
+        Ok(self
+            .stream_from_id(device, id)?
+            .filter(|s| s.raw.as_raw() == raw))
+    }
+
+    /// The stream of `device` whose id is `id`, if this context handed one
+    /// out (`InvalidDevice` for a bad device): a stream rebuilt from the
+    /// (device, id) pair frameworks keep. No lock for default and pool
+    /// streams, the device's lock for created ones.
+    pub fn stream_from_id(&'static self, device: i32, id: u32) -> Result<Option<Stream>> {
+        let slot = self.check_device(device)?;
+        let id = StreamId(id);
+        let streams = &self.devices[slot];
+        let handle = match id.kind() {
+            StreamKind::Default => (id.index() == 0).then_some(StreamHandle::DEFAULT),
+            StreamKind::Pool { high_priority } => match high_priority {
+                true => streams.high.get(id.index()),
+                false => streams.normal.get(id.index()),
+            },
+            StreamKind::Created => streams.created.lock().get(id.index() as usize).copied(),
+        };
+        Ok(handle.map(|raw| Stream {
+            ctx: self,
+            device,
+            id,
+            raw,
+        }))
     }
 
     /// The calling thread's current stream on `device` (initially its default stream).

@@ -49,6 +49,16 @@ impl StreamPool {
         Ok((index, StreamHandle::from_raw(raw)))
     }
 
+    /// The stream in slot `index` if the pool made it, without a lock.
+    #[inline]
+    pub(crate) fn get(&self, index: u32) -> Option<StreamHandle> {
+        if !self.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        let raw = self.slots.get(index as usize)?.load(Ordering::Relaxed);
+        Some(StreamHandle::from_raw(raw))
+    }
+
     /// Creates every stream once; concurrent callers wait for the first.
     #[cold]
     fn fill(&self, mut create: impl FnMut() -> Result<StreamHandle>) -> Result<()> {

@@ -23,7 +23,7 @@ pub enum StreamKind {
 
 /// A stream's id within its device: its kind and index.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StreamId(u32);
+pub struct StreamId(pub(crate) u32);
 
 const KIND_SHIFT: u32 = 30;
 const INDEX_MASK: u32 = (1 << KIND_SHIFT) - 1;

@@ -4,9 +4,9 @@
 //! public API.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
 
 pub use std::sync::atomic::Ordering;
 

@@ -157,7 +157,8 @@ impl<P: Policy> State<P> {
             .collect();
         for (stream, block) in empty {
             self.policy.remove(&self.arena, block);
-            self.arena.remove_segment(block);
+            let (base, _) = self.arena.remove_segment(block);
+            self.source.unregister(base);
             self.expandable
                 .as_mut()
                 .expect("checked above")
@@ -185,6 +186,8 @@ impl<P: Policy> State<P> {
         }
         if let Some(exp) = self.expandable.as_mut() {
             if let Some(block) = exp.reserve(&mut self.arena, stream)? {
+                let b = &self.arena.blocks[block];
+                self.source.register(b.addr, b.size);
                 self.stats.segment.increase(1);
                 return Ok(block);
             }
