@@ -219,13 +219,11 @@ pub unsafe extern "C" fn dipu_stream_from_id(
         // SAFETY: forwarded caller's contract.
         unsafe {
             stream_out(out, |rt| {
-                rt.context()
-                    .stream_from_id(device, id)?
-                    .ok_or_else(|| {
-                        Error::invalid_argument(format!(
-                            "no stream of device {device} has id {id:#x} in this runtime"
-                        ))
-                    })
+                rt.context().stream_from_id(device, id)?.ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "no stream of device {device} has id {id:#x} in this runtime"
+                    ))
+                })
             })
         }
     })
