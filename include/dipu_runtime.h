@@ -176,6 +176,22 @@ typedef struct {
   uint64_t num_device_free;
 } dipu_memory_stats;
 
+// A `dipu_pointer_attributes.memory_type`: one of the `DIPU_MEMORY_*` values.
+typedef int32_t dipu_memory_type;
+
+// What a pointer points into.
+typedef struct {
+  // A `DIPU_MEMORY_*` value.
+  dipu_memory_type memory_type;
+  // The device of device memory; -1 otherwise.
+  int32_t device;
+  // The start of the live allocation containing the pointer (NULL when
+  // unregistered).
+  void *base;
+  // The bytes requested for that allocation (0 when unregistered).
+  size_t size;
+} dipu_pointer_attributes;
+
 // How `dipu_init` builds the runtime. Every NULL field is read from its
 // environment variable (`DIPU_VENDOR`, `DIPU_DEVICE_MEMCACHING_ALGORITHM`,
 // `DIPU_ALLOC_CONF`, `DIPU_HOST_MEMCACHING_ALGORITHM`); zero-initialise the
@@ -293,6 +309,15 @@ typedef struct {
 
 // complex128 (two f64): moved as 2 f64 per element; only SUM and AVG reduce it.
 #define DIPU_DTYPE_C128 13
+
+// Memory this library did not hand out (or already freed).
+#define DIPU_MEMORY_UNREGISTERED 0
+
+// Device memory from dipu_malloc.
+#define DIPU_MEMORY_DEVICE 1
+
+// Pinned host memory from dipu_host_malloc.
+#define DIPU_MEMORY_PINNED 2
 
 // IEEE half precision (2 bytes).
 #define DIPU_DTYPE_F16 0
@@ -814,6 +839,43 @@ dipu_status dipu_generator_get_state(int32_t device, uint8_t *buf, size_t len, s
 // `buf` must be NULL or valid for reading `len` bytes.
 dipu_status dipu_generator_set_state(int32_t device, const uint8_t *buf, size_t len);
 
+// Stores the Philox offset the next caller of `device`'s default
+// generator will get in `*out`.
+// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
+// NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a uint64_t.
+dipu_status dipu_generator_get_offset(int32_t device, uint64_t *out);
+
+// Sets the Philox offset of `device`'s default generator (the seed is
+// kept). Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT
+// for an offset that is not a multiple of 4. Thread-safe.
+dipu_status dipu_generator_set_offset(int32_t device, uint64_t offset);
+
+// Stores the pinned-host allocator's statistics in `*out` (with the
+// device statistics' meaning; *segment* and *reserved_bytes* count the
+// vendor's pinned blocks).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a dipu_memory_stats.
+dipu_status dipu_host_memory_get_stats(dipu_memory_stats *out);
+
+// Gives the pinned-host allocator's cached blocks (and freed blocks whose
+// copies are done) back to the vendor.
+// Errors: the vendor's status. Thread-safe.
+dipu_status dipu_host_empty_cache(void);
+
+// Restarts the pinned-host allocator's peak statistics at their current
+// values. Errors: none besides the runtime's creation. Thread-safe.
+dipu_status dipu_host_memory_reset_peak_stats(void);
+
+// Restarts `device`'s accumulated statistics (every `allocated` and
+// `freed` total, and the `num_*` counts) at zero; current values and
+// peaks stay. Errors: DIPU_STATUS_INVALID_DEVICE. Thread-safe.
+dipu_status dipu_memory_reset_accumulated_stats(int32_t device);
+
 // Switches the memory checker on (as DIPU_MEM_CHECK=1 does when the
 // runtime is created), capturing a backtrace at every allocation and free
 // when `backtraces` is not 0 (as DIPU_MEM_CHECK_ENABLE_BACKTRACE=1).
@@ -914,6 +976,16 @@ dipu_status dipu_host_free(void *ptr);
 // Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown pointer or stream.
 // Thread-safe.
 dipu_status dipu_host_record_stream(void *ptr, dipu_stream stream);
+
+// Stores what `ptr` points into in `*out`: a live device allocation (its
+// device, start and size), a live pinned host block, or neither
+// (`DIPU_MEMORY_UNREGISTERED`, not an error; NULL is unregistered too).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`; the runtime's
+// status if it cannot be created. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a dipu_pointer_attributes.
+dipu_status dipu_pointer_get_attributes(const void *ptr, dipu_pointer_attributes *out);
 
 // Creates a process group of `world_size` ranks meeting through `store`,
 // this process being `rank`, running collectives on `device` of the
@@ -1453,6 +1525,27 @@ dipu_status dipu_stream_synchronize(dipu_stream stream);
 // # Safety
 // `done` must be NULL or valid for writing an int.
 dipu_status dipu_stream_query(dipu_stream stream, int32_t *done);
+
+// Stores the stream of `device` whose id is `id` (the `id` field of a
+// dipu_stream this library handed out; 0 is the default stream) in
+// `*out`: a stream rebuilt from its (device, id) pair, as frameworks keep
+// them.
+// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for an
+// id never handed out on `device` or a NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a dipu_stream.
+dipu_status dipu_stream_from_id(int32_t device, uint32_t id, dipu_stream *out);
+
+// Stores `stream`'s priority in `*out`: 0 for the default stream and the
+// normal pool, the vendor's greatest priority for the high-priority pool,
+// the clamped priority a dipu_stream_create stream was made with.
+// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for an
+// unknown stream or a NULL `out`; the vendor's status. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int32_t.
+dipu_status dipu_stream_priority(dipu_stream stream, int32_t *out);
 
 // Destroys `work` (NULL is a no-op). The operation goes on; the group
 // still watches it, and memory from dipu_malloc it uses stays protected.

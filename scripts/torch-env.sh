@@ -2,8 +2,9 @@
 # Installs PyTorch from PyPI into <repo>/.venv-torch (a venv of its own, apart
 # from the CUDA wheels of .venv), for the TCPStore interop tests
 # (comm/tests/store_torch_interop.rs), which run torch's TCPStore server and
-# client against ours. Prints the venv's python, which those tests use unless
-# DIPU_TORCH_PYTHON names another.
+# client against ours, and for the torch_dipu adapter's build and tests.
+# Prints the venv's python, which those tests use unless DIPU_TORCH_PYTHON
+# names another.
 #
 # PyPI's Linux torch wheel is a CUDA build: it imports only when the CUDA
 # libraries it links (cuBLAS, cuDNN, NCCL, ...) are installed, even to use the
@@ -47,6 +48,18 @@ packages=(
   jinja2==3.1.6
   markupsafe==3.0.4
   fsspec==2026.9.0
+  # Building and testing the torch_dipu adapter (adapters/torch_dipu):
+  # torch.utils.cpp_extension with ninja, pytest, and what
+  # torch.testing._internal's device-generic tests import.
+  setuptools==84.2.1
+  ninja==1.13.2
+  numpy==2.4.6 # the newest for Python 3.11
+  expecttest==0.3.0
+  pytest==9.2.0
+  pluggy==1.7.0
+  iniconfig==2.3.1
+  packaging==26.3
+  pygments==2.21.0
 )
 venv=.venv-torch
 stamp="$venv/.dipu-torch-env"

@@ -514,6 +514,18 @@ impl HostAllocator {
         self.state.lock().stats
     }
 
+    /// The block handed out and not yet freed that contains the byte at
+    /// `ptr`, as (start address, bytes requested), if any. Scans the live
+    /// blocks (pinned blocks are few).
+    pub fn find(&self, ptr: *const c_void) -> Option<(usize, usize)> {
+        let addr = ptr as usize;
+        let st = self.state.lock();
+        st.live
+            .iter()
+            .find(|(&start, live)| addr >= start && addr < start + live.size.max(1))
+            .map(|(&start, live)| (start, live.requested))
+    }
+
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&self) {
         self.state.lock().stats.reset_peaks();

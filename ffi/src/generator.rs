@@ -125,3 +125,32 @@ pub unsafe extern "C" fn dipu_generator_set_state(
             .set_state(bytes)
     })
 }
+
+/// Stores the Philox offset the next caller of `device`'s default
+/// generator will get in `*out`.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
+/// NULL `out`. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a uint64_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_generator_get_offset(device: i32, out: *mut u64) -> dipu_status {
+    ffi_boundary!("dipu_generator_get_offset", {
+        non_null(out, "out")?;
+        let offset = dipu_runtime::get()?.default_generator(device)?.offset();
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", offset) }
+    })
+}
+
+/// Sets the Philox offset of `device`'s default generator (the seed is
+/// kept). Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT
+/// for an offset that is not a multiple of 4. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_generator_set_offset(device: i32, offset: u64) -> dipu_status {
+    ffi_boundary!("dipu_generator_set_offset", {
+        dipu_runtime::get()?
+            .default_generator(device)?
+            .set_offset(offset)
+    })
+}

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use dipu_runtime::{DeviceContext, Error, Result, Runtime, Stream, StreamId};
+use dipu_runtime::{DeviceContext, Error, Result, Runtime, Stream, StreamId, StreamKind};
 use parking_lot::Mutex;
 
 use crate::status::{dipu_status, ffi_boundary, non_null, write_out};
@@ -29,6 +29,9 @@ type StreamKey = (usize, i32, u32);
 
 /// Streams handed out, by key.
 static STREAMS: Mutex<Option<HashMap<StreamKey, Stream>>> = Mutex::new(None);
+
+/// The (clamped) priorities of streams made by dipu_stream_create, by key.
+static CREATED_PRIORITIES: Mutex<Option<HashMap<StreamKey, i32>>> = Mutex::new(None);
 
 fn ctx_key(ctx: &'static DeviceContext) -> usize {
     ctx as *const DeviceContext as usize
@@ -139,7 +142,18 @@ pub unsafe extern "C" fn dipu_stream_create(
 ) -> dipu_status {
     ffi_boundary!("dipu_stream_create", {
         // SAFETY: forwarded caller's contract.
-        unsafe { stream_out(out, |rt| rt.context().new_stream(device, priority)) }
+        unsafe {
+            stream_out(out, |rt| {
+                let ctx = rt.context();
+                let stream = ctx.new_stream(device, priority)?;
+                let clamped = ctx.api().stream_priority_range()?.clamp(priority);
+                CREATED_PRIORITIES
+                    .lock()
+                    .get_or_insert_with(HashMap::new)
+                    .insert((ctx_key(ctx), device, stream.id().as_u32()), clamped);
+                Ok(stream)
+            })
+        }
     })
 }
 
@@ -197,5 +211,77 @@ pub unsafe extern "C" fn dipu_stream_query(stream: dipu_stream, done: *mut i32) 
         let finished = from_c(&rt, stream)?.query()?;
         // SAFETY: forwarded caller's contract.
         unsafe { write_out(done, "done", finished.into()) }
+    })
+}
+
+/// Stores the stream of `device` whose id is `id` (the `id` field of a
+/// dipu_stream this library handed out; 0 is the default stream) in
+/// `*out`: a stream rebuilt from its (device, id) pair, as frameworks keep
+/// them.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for an
+/// id never handed out on `device` or a NULL `out`. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a dipu_stream.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_stream_from_id(
+    device: i32,
+    id: u32,
+    out: *mut dipu_stream,
+) -> dipu_status {
+    ffi_boundary!("dipu_stream_from_id", {
+        // SAFETY: forwarded caller's contract.
+        unsafe {
+            stream_out(out, |rt| {
+                rt.check_device(device)?;
+                let ctx = rt.context();
+                if id == StreamId::DEFAULT.as_u32() {
+                    return ctx.default_stream(device);
+                }
+                STREAMS
+                    .lock()
+                    .as_ref()
+                    .and_then(|m| m.get(&(ctx_key(ctx), device, id)).copied())
+                    .ok_or_else(|| {
+                        Error::invalid_argument(format!(
+                            "no stream of device {device} has id {id:#x} in this runtime"
+                        ))
+                    })
+            })
+        }
+    })
+}
+
+/// Stores `stream`'s priority in `*out`: 0 for the default stream and the
+/// normal pool, the vendor's greatest priority for the high-priority pool,
+/// the clamped priority a dipu_stream_create stream was made with.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for an
+/// unknown stream or a NULL `out`; the vendor's status. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing an int32_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_stream_priority(stream: dipu_stream, out: *mut i32) -> dipu_status {
+    ffi_boundary!("dipu_stream_priority", {
+        non_null(out, "out")?;
+        let rt = dipu_runtime::get()?;
+        let s = from_c(&rt, stream)?;
+        let ctx = rt.context();
+        let priority = match s.id().kind() {
+            StreamKind::Default
+            | StreamKind::Pool {
+                high_priority: false,
+            } => 0,
+            StreamKind::Pool {
+                high_priority: true,
+            } => ctx.api().stream_priority_range()?.greatest,
+            StreamKind::Created => CREATED_PRIORITIES
+                .lock()
+                .as_ref()
+                .and_then(|m| m.get(&(ctx_key(ctx), s.device(), s.id().as_u32())).copied())
+                .unwrap_or(0),
+        };
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", priority) }
     })
 }

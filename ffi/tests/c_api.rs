@@ -194,6 +194,13 @@ fn c_bad_input_returns_documented_statuses() {
 }
 
 #[test]
+fn c_framework_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "gcc", "c11", "framework.c"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("framework ok"));
+}
+
+#[test]
 fn documented_example_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(&build(dir.path(), "gcc", "c11", "example.c"));

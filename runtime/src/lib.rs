@@ -25,6 +25,7 @@
 //! # Ok::<(), dipu_runtime::Error>(())
 //! ```
 
+mod accumulated;
 mod buffer;
 mod copies;
 mod global;

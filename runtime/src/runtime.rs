@@ -16,6 +16,7 @@ use dipu_generator::{Generator, Generators};
 use dipu_stream::{DeviceContext, DeviceGuard, Stream};
 use dipu_vendor_host::HostVendor;
 
+use crate::accumulated::Baselines;
 use crate::live::{LiveAllocation, LiveMap};
 use crate::RuntimeOptions;
 
@@ -41,6 +42,7 @@ pub struct Runtime {
     pub(crate) host: HostAllocator,
     pub(crate) generators: Generators,
     pub(crate) live: LiveMap,
+    pub(crate) baselines: Baselines,
 }
 
 impl fmt::Debug for Runtime {
@@ -80,6 +82,7 @@ impl Runtime {
             host: HostAllocator::new(ctx, o.host_algorithm),
             generators: Generators::new(ctx.device_count()),
             live: LiveMap::default(),
+            baselines: Baselines::default(),
             vendor,
             ctx,
         }))
@@ -318,7 +321,17 @@ impl Runtime {
 
     /// `device`'s allocator statistics.
     pub fn stats(&self, device: i32) -> Result<DeviceStats> {
-        Ok(self.allocators.get(device)?.stats())
+        let stats = self.allocators.get(device)?.stats();
+        Ok(self.baselines.apply(device, stats))
+    }
+
+    /// Restarts `device`'s accumulated statistics (the `allocated` and
+    /// `freed` totals and the `num_*` counts) at zero; current values and
+    /// peaks are kept.
+    pub fn reset_accumulated_stats(&self, device: i32) -> Result<()> {
+        let stats = self.allocators.get(device)?.stats();
+        self.baselines.reset(device, stats);
+        Ok(())
     }
 
     /// The pinned allocator's statistics.

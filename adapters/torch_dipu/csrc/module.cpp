@@ -1,0 +1,138 @@
+// torch_dipu._C: the Python side's view of the runtime (the one unit with
+// pybind11). Everything else registers itself when the library loads.
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common.h"
+#include "generator.h"
+
+namespace torch_dipu {
+namespace {
+
+std::atomic<bool> g_bad_fork{false};
+
+// A child forked after the runtime was created must not use it (its
+// threads and device state stay in the parent), as on CUDA.
+void on_fork_child() {
+  int32_t init = 0;
+  if (dipu_is_initialized(&init) == DIPU_OK && init != 0) g_bad_fork = true;
+}
+
+int32_t device_count() {
+  int32_t n = 0;
+  DIPU_CHECK(dipu_device_count(&n));
+  return n;
+}
+
+std::string vendor_name() {
+  size_t needed = 0;
+  DIPU_CHECK(dipu_vendor_name(nullptr, 0, &needed));
+  std::string buf(needed, '\0');
+  DIPU_CHECK(dipu_vendor_name(buf.data(), buf.size(), &needed));
+  buf.resize(needed > 0 ? needed - 1 : 0);
+  return buf;
+}
+
+py::tuple device_properties(int32_t device) {
+  dipu_device_properties p{};
+  DIPU_CHECK(dipu_device_get_properties(device, &p));
+  return py::make_tuple(std::string(p.name), p.total_memory, p.major, p.minor,
+                        p.multiprocessor_count);
+}
+
+std::string memory_snapshot(int32_t device) {
+  size_t needed = 0;
+  DIPU_CHECK(dipu_memory_snapshot_json(device, nullptr, 0, &needed));
+  for (;;) {
+    std::string buf(needed, '\0');
+    dipu_status st = dipu_memory_snapshot_json(device, buf.data(), buf.size(), &needed);
+    if (st == DIPU_OK) {
+      buf.resize(needed > 0 ? needed - 1 : 0);
+      return buf;
+    }
+    // The snapshot grew in between: ask again with the new size.
+    if (st != DIPU_STATUS_INVALID_ARGUMENT || needed <= buf.size()) {
+      throw_status("dipu_memory_snapshot_json", st);
+    }
+  }
+}
+
+py::dict stat_dict(const dipu_stat& s) {
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+py::dict host_memory_stats() {
+  dipu_memory_stats s{};
+  DIPU_CHECK(dipu_host_memory_get_stats(&s));
+  py::dict d;
+  d["allocation"] = stat_dict(s.allocation);
+  d["segment"] = stat_dict(s.segment);
+  d["allocated_bytes"] = stat_dict(s.allocated_bytes);
+  d["reserved_bytes"] = stat_dict(s.reserved_bytes);
+  d["requested_bytes"] = stat_dict(s.requested_bytes);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_host_alloc"] = s.num_device_alloc;
+  d["num_host_free"] = s.num_device_free;
+  return d;
+}
+
+int32_t stream_priority(int32_t device, int64_t id) {
+  TORCH_CHECK(id >= 0 && id <= static_cast<int64_t>(UINT32_MAX), "bad dipu stream id ", id);
+  dipu_stream s{};
+  DIPU_CHECK(dipu_stream_from_id(device, static_cast<uint32_t>(id), &s));
+  int32_t p = 0;
+  DIPU_CHECK(dipu_stream_priority(s, &p));
+  return p;
+}
+
+}  // namespace
+}  // namespace torch_dipu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_dipu;
+  pthread_atfork(nullptr, nullptr, &on_fork_child);
+  m.doc() = "torch_dipu's bindings to the dipu-rs runtime";
+  m.def("_device_count", torch::wrap_pybind_function([] { return device_count(); }));
+  m.def("_vendor_name", torch::wrap_pybind_function(vendor_name));
+  m.def("_version", [] { return std::string(dipu_version()); });
+  m.def("_is_initialized", [] {
+    int32_t init = 0;
+    return dipu_is_initialized(&init) == DIPU_OK && init != 0;
+  });
+  m.def("_is_in_bad_fork", [] { return g_bad_fork.load(); });
+  m.def("_device_properties", torch::wrap_pybind_function(device_properties));
+  m.def("_get_default_generator", torch::wrap_pybind_function([](int32_t device) {
+          const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(device));
+          return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
+        }));
+  m.def("_set_memory_fraction", torch::wrap_pybind_function([](double fraction, int32_t d) {
+          DIPU_CHECK(dipu_memory_set_fraction(d, fraction));
+        }));
+  m.def("_memory_snapshot", torch::wrap_pybind_function(memory_snapshot));
+  m.def("_host_memory_stats", torch::wrap_pybind_function(host_memory_stats));
+  m.def("_host_empty_cache",
+        torch::wrap_pybind_function([] { DIPU_CHECK(dipu_host_empty_cache()); }));
+  m.def("_stream_priority", torch::wrap_pybind_function(stream_priority));
+  m.def("_pool_stream", torch::wrap_pybind_function([](int32_t device, bool high) {
+          dipu_stream s{};
+          DIPU_CHECK(dipu_stream_from_pool(device, high ? 1 : 0, &s));
+          return py::make_tuple(static_cast<int64_t>(s.id), s.device);
+        }));
+  m.def("_synchronize", torch::wrap_pybind_function([](int32_t d) {
+          DIPU_CHECK(dipu_device_synchronize(d));
+        }));
+}

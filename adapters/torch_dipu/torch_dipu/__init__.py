@@ -1,0 +1,29 @@
+"""torch_dipu: PyTorch on dipu-rs.
+
+`import torch_dipu` after `import torch` registers the PrivateUse1
+backend as `dipu`: `torch.ones(4, device="dipu")`, `Tensor.dipu()`,
+`torch.dipu.*` (DIPU's names) and `torch.accelerator` all work on every
+dipu-rs vendor. With DIPU_MOCK_CUDA=True a script written for CUDA runs
+unchanged on dipu. See docs/torch.md.
+"""
+
+import os
+
+import torch
+
+from . import _C  # noqa: F401  (registers the kernels, guard, allocators and hooks)
+from . import dipu
+
+__all__ = ["dipu"]
+__version__ = _C._version()
+
+torch.utils.rename_privateuse1_backend("dipu")
+torch._register_device_module("dipu", dipu)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+if os.environ.get("DIPU_MOCK_CUDA", "").lower() in ("1", "true", "on", "yes"):
+    from . import mock_cuda
+
+    mock_cuda.install()
