@@ -1,0 +1,59 @@
+"""10 steps of DDP on dipu under torchrun (the "dicl" backend), each rank
+training on its half of a fixed batch; saves each rank's parameters to
+<argv[1]>.<rank>. train_reference() trains the same model on the whole
+batch in one CPU process: the two must agree (test_distributed.py).
+"""
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+STEPS = 10
+BATCH = 16
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(STEPS, BATCH, 8, generator=g), torch.randn(STEPS, BATCH, 4, generator=g)
+
+
+def train_reference():
+    """One process, CPU, the whole batch: the parameters after STEPS steps."""
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    xs, ys = data()
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in m.parameters()]
+
+
+def main(out):
+    import torch_dipu  # noqa: F401  (registers "dipu" and "dicl")
+
+    dist.init_process_group("dicl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("dipu", rank)
+    torch.dipu.set_device(dev)
+    m = torch.nn.parallel.DistributedDataParallel(model().to(dev))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    xs, ys = data()
+    half = BATCH // world
+    for x, y in zip(xs, ys):
+        x, y = x[rank * half:(rank + 1) * half].to(dev), y[rank * half:(rank + 1) * half].to(dev)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    torch.save([p.detach().cpu() for p in m.module.parameters()], f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
