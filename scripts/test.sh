@@ -69,4 +69,11 @@ step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 step "dipu selftest: the CUDA vendor on the .venv wheels (without a GPU: the device-free check)"
 DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n 1
 
+step "torch_dipu: build the adapter, then torch.distributed's dicl backend on 2 ranks (pytest)"
+# Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
+# under torchrun against one CPU process, and the faults. ~1-3 min.
+DIPU_NO_BUILD=1 MAX_JOBS=2 ./adapters/torch_dipu/build.sh >/dev/null
+DIPU_HOST_DEVICES=2 ./.venv-torch/bin/python -m pytest -q -p no:cacheprovider \
+  adapters/torch_dipu/tests/test_distributed.py
+
 step "all checks passed"

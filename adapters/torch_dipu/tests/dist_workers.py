@@ -18,20 +18,29 @@ import torch_dipu  # noqa: F401  (registers "dipu" and "dicl")
 TIMEOUT = datetime.timedelta(seconds=20)
 
 
-def run(fn, rank, world, init_method, out, *args):
-    """Runs fn, reporting ("ok", value) or ("error", traceback) in `out`."""
+def run(scenarios, rank, world, init_method, out):
+    """Runs each named scenario in turn, putting (rank, name, "ok", value)
+    or (rank, name, "error", traceback) in `out` after each."""
     try:
         torch.dipu.set_device(rank)
-        value = fn(rank, world, init_method, *args)
-        out.put((rank, "ok", value))
-    except BaseException:  # noqa: B902  (the parent reports it)
-        out.put((rank, "error", traceback.format_exc()))
+        for name in scenarios:
+            try:
+                value = globals()[name](rank, world, init_method, out)
+                out.put((rank, name, "ok", value))
+            except BaseException:  # noqa: B902  (the parent reports it)
+                out.put((rank, name, "error", traceback.format_exc()))
     finally:
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()
             except Exception:  # noqa: BLE001  (a failed group may not shut down cleanly)
                 pass
+
+
+def raw_backend(rank, size, prefix, seconds):
+    """A dicl backend of its own over the default group's store."""
+    store = dist.PrefixStore(prefix, dist.distributed_c10d._get_default_store())
+    return torch_dipu._C._dicl_create(store, rank, size, datetime.timedelta(seconds=seconds))
 
 
 def init(rank, world, init_method, timeout=TIMEOUT):
@@ -44,8 +53,8 @@ def expect(cond, what):
         raise AssertionError(what)
 
 
-def collectives(rank, world, init_method):
-    """Every collective on dipu tensors, and the main ones on CPU tensors."""
+def collectives(rank, world, init_method, out):
+    """Every collective on dipu tensors and on CPU tensors (staged)."""
     init(rank, world, init_method)
     dev = torch.device("dipu", rank)
     expect(dist.get_backend() == "dicl", dist.get_backend())
@@ -171,9 +180,8 @@ def collectives(rank, world, init_method):
     return checked
 
 
-def bad_dtypes(rank, world, init_method):
+def bad_dtypes(rank, world, init_method, out):
     """Unsupported reduce op / dtype pairs: clear exceptions naming both."""
-    init(rank, world, init_method)
     dev = torch.device("dipu", rank)
     messages = []
     for t, op in ((torch.ones(2, dtype=torch.complex64, device=dev), dist.ReduceOp.MAX),
@@ -193,63 +201,75 @@ def bad_dtypes(rank, world, init_method):
     return messages
 
 
-def killed_peer(rank, world, init_method):
-    """Rank 1 dies before joining an all_reduce: rank 0 gets an error."""
-    init(rank, world, init_method, timeout=datetime.timedelta(seconds=10))
-    dev = torch.device("dipu", rank)
-    t = torch.ones(1024, device=dev)
-    dist.all_reduce(t)
-    if rank == 1:
-        os._exit(17)
-    start = time.monotonic()
-    try:
+def init_methods(rank, world, ports, out):
+    """env:// and tcp:// (file:// is the other scenarios'): a group each."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ports[0]))
+    sums = []
+    for method in ("env://", f"tcp://127.0.0.1:{ports[1]}"):
+        init(rank, world, method)
+        t = torch.full((3,), float(rank + 1), device=torch.device("dipu", rank))
         dist.all_reduce(t)
-        t.cpu()
-        dist.all_reduce(t)
-        torch.dipu.synchronize()
-    except Exception as e:  # noqa: BLE001  (returned to the parent)
-        return (time.monotonic() - start, str(e).splitlines()[0])
-    raise AssertionError("an all_reduce with a dead peer succeeded")
+        c = torch.full((2,), float(rank + 1))
+        dist.all_reduce(c)
+        sums.append((t.cpu().tolist(), c.tolist()))
+        dist.destroy_process_group()
+    return sums
 
 
-def after_abort(rank, world, init_method):
+def after_abort(rank, world, init_method, out):
     """abort ends a blocked wait with an error; later collectives fail."""
-    init(rank, world, init_method)
+    backend = raw_backend(rank, world, "abort", 20)
     dev = torch.device("dipu", rank)
     t = torch.ones(16, device=dev)
-    dist.all_reduce(t)
+    backend.allreduce([t]).wait()
     store = dist.distributed_c10d._get_default_store()
     if rank == 1:
         store.wait(["aborted"], datetime.timedelta(seconds=30))
         return None
-    pg = dist.distributed_c10d._get_default_group()
-    work = dist.all_reduce(t, async_op=True)  # rank 1 never joins
-    pg.abort()
+    work = backend.allreduce([t])  # rank 1 never joins
+    expect(not work.is_completed(), "blocked")
+    backend.abort()
     errors = []
     try:
         work.wait(datetime.timedelta(seconds=10))
     except Exception as e:  # noqa: BLE001
         errors.append(str(e).splitlines()[0])
     try:
-        dist.all_reduce(t)
+        backend.allreduce([t]).wait(datetime.timedelta(seconds=10))
     except Exception as e:  # noqa: BLE001
         errors.append(str(e).splitlines()[0])
     store.set("aborted", "1")
     return errors
 
 
-def wrong_world_size(rank, world, init_method):
+def wrong_world_size(rank, world, init_method, out):
     """Rank 1 believes the world has 3 ranks: both fail, neither hangs."""
-    store = dist.FileStore(init_method, 2)
-    size = 2 if rank == 0 else 3
-    backend = torch_dipu._C._dicl_create(dist.PrefixStore("w", store), rank, size,
-                                         datetime.timedelta(seconds=5))
+    backend = raw_backend(rank, 2 if rank == 0 else 3, "wrong", 5)
     t = torch.ones(4, device=torch.device("dipu", rank))
     start = time.monotonic()
     try:
-        # The host waits (an error that only reaches the group's watchdog
-        # is reported here).
+        # The host waits: an error that reached only the group's watchdog
+        # is reported here.
         backend.allreduce([t]).wait(datetime.timedelta(seconds=20))
     except Exception as e:  # noqa: BLE001
         return (time.monotonic() - start, str(e).splitlines()[0])
     raise AssertionError("a group of mismatched world sizes did an all_reduce")
+
+
+def killed_peer(rank, world, init_method, out):
+    """Rank 1 dies before joining an all_reduce: rank 0 gets an error."""
+    backend = raw_backend(rank, world, "killed", 10)
+    dev = torch.device("dipu", rank)
+    t = torch.ones(1024, device=dev)
+    backend.allreduce([t]).wait(datetime.timedelta(seconds=20))
+    if rank == 1:
+        out.put((rank, "killed_peer", "ok", "exiting"))
+        out.close()
+        out.join_thread()
+        os._exit(17)
+    start = time.monotonic()
+    try:
+        backend.allreduce([t]).wait(datetime.timedelta(seconds=20))
+    except Exception as e:  # noqa: BLE001  (returned to the parent)
+        return (time.monotonic() - start, str(e).splitlines()[0])
+    raise AssertionError("an all_reduce with a dead peer succeeded")

@@ -16,12 +16,16 @@ import sys
 import threading
 import time
 
-import pytest
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+# Two host devices, one per rank (before the runtime starts; the spawned
+# ranks inherit it).
+os.environ["DIPU_HOST_DEVICES"] = "2"
 
-import torch_dipu
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+import torch_dipu  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -31,38 +35,31 @@ import dist_workers  # noqa: E402
 LIMIT = 120
 
 
-@pytest.fixture(autouse=True)
-def two_devices(monkeypatch):
-    monkeypatch.setenv("DIPU_HOST_DEVICES", "2")
-    if torch.dipu.device_count() < 2:
-        pytest.fail("the host vendor needs DIPU_HOST_DEVICES=2 before torch_dipu is used")
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def spawn(fn, init_method, world=2, *args):
-    """Runs dist_workers.fn on `world` spawned ranks; returns {rank: (status, value)}."""
+def spawn(scenarios, init_method, world=2):
+    """Runs the dist_workers scenarios, in order, on `world` spawned ranks;
+    returns ({(rank, scenario): (status, value)}, exit codes)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=dist_workers.run, args=(fn, r, world, init_method, out, *args))
+    procs = [ctx.Process(target=dist_workers.run, args=(scenarios, r, world, init_method, out))
              for r in range(world)]
     for p in procs:
         p.start()
     results = {}
     deadline = time.monotonic() + LIMIT
     try:
-        while len(results) < world and time.monotonic() < deadline:
-            if all(not p.is_alive() for p in procs) and out.empty():
-                break
+        while len(results) < world * len(scenarios) and time.monotonic() < deadline:
             try:
-                rank, status, value = out.get(timeout=0.5)
-                results[rank] = (status, value)
+                rank, name, status, value = out.get(timeout=0.5)
+                results[(rank, name)] = (status, value)
             except queue.Empty:
-                pass
+                if all(not p.is_alive() for p in procs):
+                    break
     finally:
         for p in procs:
             p.join(timeout=max(1.0, deadline - time.monotonic()))
@@ -72,31 +69,37 @@ def spawn(fn, init_method, world=2, *args):
     return results, [p.exitcode for p in procs]
 
 
-def ok(results, rank):
-    status, value = results.get(rank, ("missing", "no report: the rank died or hung"))
-    assert status == "ok", f"rank {rank}: {value}"
+def ok(results, rank, name):
+    status, value = results.get((rank, name), ("missing", "no report: the rank died or hung"))
+    assert status == "ok", f"{name} on rank {rank}: {value}"
     return value
 
 
+@pytest.fixture(scope="module")
+def file_run(tmp_path_factory):
+    """One pair of ranks over file:// runs every collective, then the faults
+    (each on a dicl group of its own); the tests below read its reports."""
+    path = tmp_path_factory.mktemp("dicl") / "store"
+    return spawn(["collectives", "bad_dtypes", "after_abort", "wrong_world_size", "killed_peer"],
+                 f"file://{path}")
+
+
 def test_the_backend_is_registered():
+    assert torch.dipu.device_count() == 2
     assert "dicl" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map.get("dipu") == "dicl"
 
 
-@pytest.mark.parametrize("method", ["env", "tcp", "file"])
-def test_every_collective_through_each_init_method(method, tmp_path, monkeypatch):
-    port = free_port()
-    if method == "env":
-        monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-        monkeypatch.setenv("MASTER_PORT", str(port))
-        init = "env://"
-    elif method == "tcp":
-        init = f"tcp://127.0.0.1:{port}"
-    else:
-        init = f"file://{tmp_path / 'store'}"
-    results, _ = spawn(dist_workers.collectives, init)
+def test_every_collective_on_dipu_and_cpu_tensors(file_run):
+    results, _ = file_run
     for rank in range(2):
-        assert ok(results, rank) == ["dipu", "cpu"]
+        assert ok(results, rank, "collectives") == ["dipu", "cpu"]
+
+
+def test_env_and_tcp_init_methods():
+    results, _ = spawn(["init_methods"], [free_port(), free_port()])
+    for rank in range(2):
+        assert ok(results, rank, "init_methods") == [([3.0] * 3, [3.0] * 2)] * 2
 
 
 def test_hash_store_ranks_as_threads():
@@ -124,39 +127,39 @@ def test_hash_store_ranks_as_threads():
         assert torch.equal(results[rank], torch.full((1000,), 3.0))
 
 
-def test_unsupported_dtypes_are_clear_errors(tmp_path):
-    results, _ = spawn(dist_workers.bad_dtypes, f"file://{tmp_path / 's'}")
-    messages = ok(results, 0)
+def test_unsupported_dtypes_are_clear_errors(file_run):
+    results, _ = file_run
+    messages = ok(results, 0, "bad_dtypes")
     # complex MAX: torch itself refuses it before any backend runs.
     assert "MAX" in messages[0] and "complex" in messages[0], messages
     assert "allreduce" in messages[1] and "UInt16" in messages[1], messages
     assert "BXOR" in messages[2] and "Int" in messages[2], messages
     assert "Avg" in messages[3] and "bool" in messages[3], messages
-    ok(results, 1)
+    ok(results, 1, "bad_dtypes")
 
 
-def test_a_killed_rank_fails_the_other(tmp_path):
-    results, codes = spawn(dist_workers.killed_peer, f"file://{tmp_path / 's'}")
-    assert codes[1] == 17
-    took, message = ok(results, 0)
-    assert took < 10, f"noticed after {took:.1f} s (timeout 10 s)"
-    assert "exited" in message or "timed out" in message or "aborted" in message, message
-
-
-def test_abort_ends_a_blocked_wait_and_later_collectives_fail(tmp_path):
-    results, _ = spawn(dist_workers.after_abort, f"file://{tmp_path / 's'}")
-    errors = ok(results, 0)
+def test_abort_ends_a_blocked_wait_and_later_collectives_fail(file_run):
+    results, _ = file_run
+    errors = ok(results, 0, "after_abort")
     assert len(errors) == 2, errors
     assert all("abort" in e for e in errors), errors
-    ok(results, 1)
+    ok(results, 1, "after_abort")
 
 
-def test_a_wrong_world_size_fails_both_ranks(tmp_path):
-    results, _ = spawn(dist_workers.wrong_world_size, str(tmp_path / "s"))
+def test_a_wrong_world_size_fails_both_ranks(file_run):
+    results, _ = file_run
     for rank in range(2):
-        took, message = ok(results, rank)
-        assert took < 30, f"rank {rank} failed after {took:.1f} s"
+        took, message = ok(results, rank, "wrong_world_size")
+        assert took < 25, f"rank {rank} failed after {took:.1f} s"
         assert message, rank
+
+
+def test_a_killed_rank_fails_the_other(file_run):
+    results, codes = file_run
+    assert codes[1] == 17, codes
+    took, message = ok(results, 0, "killed_peer")
+    assert took < 20, f"noticed after {took:.1f} s"
+    assert "exited" in message or "timed out" in message, message
 
 
 def test_ddp_matches_one_cpu_process(tmp_path):
