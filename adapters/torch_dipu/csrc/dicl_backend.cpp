@@ -243,7 +243,13 @@ c10::intrusive_ptr<c10d::Work> Backend::run(const char* name, c10d::OpType type,
       dipu_work_destroy(w);
       C10_THROW_ERROR(DistBackendError, message);
     }
+    // The current stream waits too: the copies back are queued on it.
     st = dipu_work_wait(w);
+    if (st != DIPU_OK) {
+      std::string message = error_message(name, st);
+      dipu_work_destroy(w);
+      C10_THROW_ERROR(DistBackendError, message);
+    }
     for (size_t i = 0; i < tensors.size(); i++) {
       if (is_output[i]) tensors[i].copy_(staged[i]);
     }

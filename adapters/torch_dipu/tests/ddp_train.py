@@ -1,7 +1,9 @@
-"""10 steps of DDP on dipu under torchrun (the "dicl" backend), each rank
-training on its half of a fixed batch; saves each rank's parameters to
-<argv[1]>.<rank>. train_reference() trains the same model on the whole
-batch in one CPU process: the two must agree (test_distributed.py).
+"""10 steps of DDP, then 10 of FSDP2 (fully_shard), on dipu under torchrun
+(the "dicl" backend), each rank training on its half of a fixed batch;
+saves each rank's parameters to <argv[1]>.ddp.<rank> and
+<argv[1]>.fsdp.<rank> (FSDP2's gathered in full). train_reference() trains
+the same model on the whole batch in one CPU process: each must agree with
+it (test_distributed.py).
 """
 
 import sys
@@ -35,14 +37,7 @@ def train_reference():
     return [p.detach().clone() for p in m.parameters()]
 
 
-def main(out):
-    import torch_dipu  # noqa: F401  (registers "dipu" and "dicl")
-
-    dist.init_process_group("dicl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("dipu", rank)
-    torch.dipu.set_device(dev)
-    m = torch.nn.parallel.DistributedDataParallel(model().to(dev))
+def train(m, rank, world, dev):
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     xs, ys = data()
     half = BATCH // world
@@ -51,7 +46,29 @@ def main(out):
         opt.zero_grad()
         torch.nn.functional.mse_loss(m(x), y).backward()
         opt.step()
-    torch.save([p.detach().cpu() for p in m.module.parameters()], f"{out}.{rank}")
+
+
+def main(out):
+    import torch_dipu  # noqa: F401  (registers "dipu" and "dicl")
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("dicl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("dipu", rank)
+    torch.dipu.set_device(dev)
+
+    ddp = torch.nn.parallel.DistributedDataParallel(model().to(dev))
+    train(ddp, rank, world, dev)
+    torch.save([p.detach().cpu() for p in ddp.module.parameters()], f"{out}.ddp.{rank}")
+
+    fsdp = model().to(dev)
+    for layer in fsdp:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(fsdp)
+    train(fsdp, rank, world, dev)
+    full = [p.full_tensor().detach().cpu() for p in fsdp.parameters()]
+    torch.save(full, f"{out}.fsdp.{rank}")
     dist.destroy_process_group()
 
 

@@ -162,22 +162,28 @@ def test_a_killed_rank_fails_the_other(file_run):
     assert "exited" in message or "timed out" in message, message
 
 
-def test_ddp_matches_one_cpu_process(tmp_path):
-    """torchrun, 2 ranks, 10 DDP steps: each rank's parameters equal those
-    of one CPU process that trained on the whole batch."""
-    out = tmp_path / "params"
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """torchrun, 2 ranks: 10 steps of DDP, then 10 of FSDP2 (ddp_train.py)."""
+    out = tmp_path_factory.mktemp("train") / "params"
     env = dict(os.environ, DIPU_HOST_DEVICES="2", PYTHONPATH=os.pathsep.join(
         [os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            "2", os.path.join(HERE, "ddp_train.py"), str(out)]
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=LIMIT)
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=2 * LIMIT)
     assert run.returncode == 0, run.stdout + run.stderr
-    sys.path.insert(0, HERE)
     import ddp_train
 
-    reference = ddp_train.train_reference()
+    return out, ddp_train.train_reference()
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp"])
+def test_training_on_two_ranks_matches_one_cpu_process(trained, kind):
+    """Each rank's parameters equal, within 1e-5, those of one CPU process
+    that trained on the whole batch."""
+    out, reference = trained
     for rank in range(2):
-        params = torch.load(f"{out}.{rank}")
+        params = torch.load(f"{out}.{kind}.{rank}")
         assert len(params) == len(reference)
         for got, want in zip(params, reference):
             assert torch.allclose(got, want, atol=1e-5, rtol=0), (got - want).abs().max()
