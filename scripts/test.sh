@@ -73,7 +73,7 @@ step "torch_dipu: build the adapter, then torch.distributed's dicl backend on 2 
 # Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
 # under torchrun against one CPU process, and the faults. ~1-3 min.
 DIPU_NO_BUILD=1 MAX_JOBS=2 ./adapters/torch_dipu/build.sh >/dev/null
-DIPU_HOST_DEVICES=2 ./.venv-torch/bin/python -m pytest -q -p no:cacheprovider \
+DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu ./.venv-torch/bin/python -m pytest -q -p no:cacheprovider \
   adapters/torch_dipu/tests/test_distributed.py
 
 step "all checks passed"

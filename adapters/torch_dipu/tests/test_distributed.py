@@ -3,7 +3,8 @@ devices): every collective through every init method, DDP against one CPU
 process, and the faults (a dead peer, a wrong world size, unsupported
 dtypes, a collective after abort), each an exception within its timeout.
 
-Run: DIPU_HOST_DEVICES=2 .venv-torch/bin/python -m pytest adapters/torch_dipu/tests/test_distributed.py
+Run: DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python -m pytest \
+    adapters/torch_dipu/tests/test_distributed.py
 (after adapters/torch_dipu/build.sh).
 """
 
