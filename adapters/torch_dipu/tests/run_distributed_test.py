@@ -19,15 +19,11 @@ os.environ.setdefault("DIPU_HOST_DEVICES", "2")
 
 import torch  # noqa: E402,F401
 import torch_dipu  # noqa: E402,F401  (registers "dicl" in every spawned rank)
-from torch.testing._internal.common_distributed import (  # noqa: E402
-    initialize_temp_directories,
-)
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
 )
 
-initialize_temp_directories()
 
 
 class TestDiclWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
