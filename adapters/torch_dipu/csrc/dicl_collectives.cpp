@@ -128,8 +128,10 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
 c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
                                                   const c10d::AllreduceOptions& opts) {
   check_one(tensors, "allreduce");
-  return allreduce_coalesced(tensors, static_cast<const c10d::AllreduceCoalescedOptions&>(
-                                          static_cast<const c10d::AllreduceOptions&>(opts)));
+  c10d::AllreduceCoalescedOptions one;
+  one.reduceOp = opts.reduceOp;
+  one.timeout = opts.timeout;
+  return allreduce_coalesced(tensors, one);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
