@@ -74,13 +74,19 @@ typedef struct dipu_process_group dipu_process_group;
 // bytes.
 typedef struct dipu_store dipu_store;
 
+// Where a callback leaves its answer: a value (dipu_store_reply_value) or
+// an error message (dipu_store_reply_error). Opaque; valid only during the
+// callback it is passed to.
+typedef struct dipu_store_reply dipu_store_reply;
+
 // A queued operation of a process group (opaque; returned by the
 // collectives, freed by dipu_work_destroy). Destroying it does not cancel
 // or wait for the operation.
 typedef struct dipu_work dipu_work;
 
 // An element type of a collective's buffers: one of the `DIPU_DTYPE_*`
-// values (the codes of the vendor ABI's DipuDataType).
+// values (0..10 are the codes of the vendor ABI's DipuDataType; bool and
+// complex, 11..13, travel as vendor types: see DIPU_DTYPE_BOOL).
 typedef int32_t dipu_dtype;
 
 // A reduction operator: one of the `DIPU_REDUCE_*` values (the codes of
@@ -220,6 +226,89 @@ typedef struct {
   // Shutdown steps that failed (logged; the shutdown went on).
   uint64_t errors;
 } dipu_shutdown_report;
+
+// `set(ctx, key, value, len, reply)`: sets `key` to `len` bytes.
+typedef int32_t (*dipu_store_set_fn)(void*, const char*, const void*, size_t, dipu_store_reply*);
+
+// `get(ctx, key, timeout_ms, reply)`: waits up to `timeout_ms` (-1: no
+// limit) for `key`, then hands its value to dipu_store_reply_value.
+typedef int32_t (*dipu_store_get_fn)(void*, const char*, int64_t, dipu_store_reply*);
+
+// `add(ctx, key, delta, out, reply)`: adds `delta` to the integer at `key`
+// and writes the new value to `*out`.
+typedef int32_t (*dipu_store_add_fn)(void*, const char*, int64_t, int64_t*, dipu_store_reply*);
+
+// `compare_set(ctx, key, expected, expected_len, desired, desired_len,
+// reply)`: hands the value after the call to dipu_store_reply_value.
+typedef int32_t (*dipu_store_compare_set_fn)(void*,
+                                             const char*,
+                                             const void*,
+                                             size_t,
+                                             const void*,
+                                             size_t,
+                                             dipu_store_reply*);
+
+// `check(ctx, keys, nkeys, out, reply)`: writes 1 to `*out` if every key is
+// set, else 0, without waiting.
+typedef int32_t (*dipu_store_check_fn)(void*,
+                                       const char*const *,
+                                       size_t,
+                                       int32_t*,
+                                       dipu_store_reply*);
+
+// `wait(ctx, keys, nkeys, timeout_ms, reply)`: waits up to `timeout_ms`
+// (-1: no limit) until every key is set.
+typedef int32_t (*dipu_store_wait_fn)(void*, const char*const *, size_t, int64_t, dipu_store_reply*);
+
+// `delete_key(ctx, key, out, reply)`: writes 1 to `*out` if the key existed.
+typedef int32_t (*dipu_store_delete_key_fn)(void*, const char*, int32_t*, dipu_store_reply*);
+
+// `num_keys(ctx, out, reply)`: writes the number of keys to `*out`.
+typedef int32_t (*dipu_store_num_keys_fn)(void*, int64_t*, dipu_store_reply*);
+
+// `destroy(ctx)`: the store is gone; release `ctx`.
+typedef void (*dipu_store_destroy_fn)(void*);
+
+// The operations of a store made by dipu_store_callback_create. Each
+// callback gets `ctx` first and returns 0 (DIPU_OK) on success, or a
+// dipu_status code (any other non-zero value counts as
+// DIPU_STATUS_VENDOR_ERROR), after calling dipu_store_reply_error with a
+// message. Callbacks are called from any thread, concurrently; they must
+// return (honouring their timeouts: a failure or timeout becomes the error
+// of the store call, and of the process group's operation that made it)
+// and must not unwind (a C++ callback catches its exceptions).
+typedef struct {
+  // Passed to every callback.
+  void *ctx;
+  // Required.
+  dipu_store_set_fn set;
+  // Required; blocking up to its timeout.
+  dipu_store_get_fn get;
+  // Required.
+  dipu_store_add_fn add;
+  // Optional (NULL: compare_set, and append, fail DIPU_STATUS_UNSUPPORTED).
+  dipu_store_compare_set_fn compare_set;
+  // Required.
+  dipu_store_check_fn check;
+  // Required; blocking up to its timeout.
+  dipu_store_wait_fn wait;
+  // Required.
+  dipu_store_delete_key_fn delete_key;
+  // Required.
+  dipu_store_num_keys_fn num_keys;
+  // Optional: called once, when the store and everything using it are gone.
+  dipu_store_destroy_fn destroy;
+} dipu_store_callbacks;
+
+// bool (1 byte, 0 or 1): reduced as an unsigned byte, SUM as MAX (logical
+// or) and PROD as MIN (logical and); AVG is rejected.
+#define DIPU_DTYPE_BOOL 11
+
+// complex64 (two f32): moved as 2 f32 per element; only SUM and AVG reduce it.
+#define DIPU_DTYPE_C64 12
+
+// complex128 (two f64): moved as 2 f64 per element; only SUM and AVG reduce it.
+#define DIPU_DTYPE_C128 13
 
 // Memory this library did not hand out (or already freed).
 #define DIPU_MEMORY_UNREGISTERED 0
@@ -939,6 +1028,19 @@ dipu_status dipu_process_group_create(dipu_store *store,
 // group (a second destroy, for one). Thread-safe.
 dipu_status dipu_process_group_destroy(dipu_process_group *group);
 
+// Aborts `group`: its communicators are aborted, every pending operation
+// fails (a dipu_work_wait_host blocked on one returns that error), and
+// every later call on the group fails at once with an error saying it was
+// aborted and why (`reason`; NULL: "dipu_process_group_abort"). Aborting
+// twice keeps the first reason. The handle stays valid until
+// dipu_process_group_destroy.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a reason
+// that is not UTF-8. Thread-safe.
+//
+// # Safety
+// `reason` must be NULL or a NUL-terminated string.
+dipu_status dipu_process_group_abort(dipu_process_group *group, const char *reason);
+
 // Stores this process's rank in the group in `*out`.
 // Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a NULL
 // `out`. Thread-safe.
@@ -1237,6 +1339,44 @@ dipu_status dipu_store_num_keys(dipu_store *store, int64_t *out);
 // s; negative: no limit). A prefix store changes its inner store's.
 // Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown store. Thread-safe.
 dipu_status dipu_store_set_timeout(dipu_store *store, int64_t timeout_ms);
+
+// Creates a store whose operations are `callbacks` (copied; the struct
+// need not outlive the call), so a process group can meet through any
+// store the caller has, such as torch's c10d::Store. Blocking calls get
+// `timeout_ms` (positive: milliseconds; 0: 300 s; negative: no limit; see
+// dipu_store_set_timeout) and must honour it. `callbacks->destroy`, if
+// given, is called once when the store is destroyed and no group uses it.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `callbacks` or `out`, or
+// a NULL required callback (named). Thread-safe.
+//
+// # Safety
+// `callbacks` must be NULL or point to a valid dipu_store_callbacks whose
+// functions may be called with its `ctx` from any thread, concurrently,
+// until `destroy`; `out` NULL or valid for writing a pointer.
+dipu_status dipu_store_callback_create(const dipu_store_callbacks *callbacks,
+                                       int64_t timeout_ms,
+                                       dipu_store **out);
+
+// Gives the answer of a get or compare_set callback: `len` bytes at
+// `value` (copied; NULL only with `len` 0). A later call replaces it.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `reply` or a NULL
+// `value` with `len` > 0. Thread-safe (each reply belongs to one call).
+//
+// # Safety
+// `reply` must be NULL or the reply passed to the running callback;
+// `value` NULL or valid for reading `len` bytes.
+dipu_status dipu_store_reply_value(dipu_store_reply *reply, const void *value, size_t len);
+
+// Gives the message of a failing callback (it then returns non-zero): the
+// store call's error says it.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `reply` or `message` or
+// a message that is not UTF-8. Thread-safe (each reply belongs to one
+// call).
+//
+// # Safety
+// `reply` must be NULL or the reply passed to the running callback;
+// `message` NULL or a NUL-terminated string.
+dipu_status dipu_store_reply_error(dipu_store_reply *reply, const char *message);
 
 // Appends `len` bytes at `value` to the value of `key` (a missing key
 // starts empty), in one step on every store.

@@ -163,12 +163,19 @@ fi
 echo "$nocann"
 grep -q "libascendcl.so not found; looked in: " <<<"$nocann"
 rm -rf "$cann"
+
 step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite"
 # The dev-profile libdipu_runtime.so of the cargo build above; ninja and
 # MAX_JOBS=2 compile the C++ extension (about 10 translation units).
 torch_python=$(DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh)
 # pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
 # interrupted run, a usage error or no tests collected: all but 0 fail CI.
-(cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests)
+(cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
+
+step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
+# Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
+# and FSDP2 under torchrun against one CPU process, and the faults. ~1-3 min.
+DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q -p no:cacheprovider \
+  adapters/torch_dipu/tests/test_distributed.py
 
 step "all checks passed"

@@ -5,9 +5,8 @@ use std::ffi::c_void;
 
 use dipu_runtime::{Error, Result};
 
-use crate::process_group::{
-    data_type, dipu_dtype, dipu_process_group, dipu_reduce_op, launch, lookup, reduce_op,
-};
+use crate::dtypes::data_type;
+use crate::process_group::{dipu_dtype, dipu_process_group, dipu_reduce_op, launch, lookup};
 use crate::status::{dipu_status, ffi_boundary};
 use crate::work::dipu_work;
 
@@ -45,7 +44,8 @@ pub unsafe extern "C" fn dipu_process_group_all_reduce(
         // SAFETY: forwarded caller's contract.
         unsafe {
             launch(group, out, |g| {
-                let (dtype, op) = (data_type(dtype)?, reduce_op(op)?);
+                let dtype = data_type(dtype)?;
+                let op = dtype.reduce(op)?;
                 g.pg.all_reduce(&g.buffer(buf, count, dtype, "buf")?, op)
             })
         }
@@ -100,7 +100,8 @@ pub unsafe extern "C" fn dipu_process_group_reduce(
         // SAFETY: forwarded caller's contract.
         unsafe {
             launch(group, out, |g| {
-                let (dtype, op) = (data_type(dtype)?, reduce_op(op)?);
+                let dtype = data_type(dtype)?;
+                let op = dtype.reduce(op)?;
                 g.pg.reduce(&g.buffer(buf, count, dtype, "buf")?, root, op)
             })
         }
@@ -213,7 +214,8 @@ pub unsafe extern "C" fn dipu_process_group_reduce_scatter(
         // SAFETY: forwarded caller's contract.
         unsafe {
             launch(group, out, |g| {
-                let (dtype, op) = (data_type(dtype)?, reduce_op(op)?);
+                let dtype = data_type(dtype)?;
+                let op = dtype.reduce(op)?;
                 let ins =
                     g.buffers(inputs, input_counts, ninputs, output_count, dtype, "inputs")?;
                 let o = g.buffer(output, output_count, dtype, "output")?;
@@ -245,7 +247,8 @@ pub unsafe extern "C" fn dipu_process_group_reduce_scatter_from(
         // SAFETY: forwarded caller's contract.
         unsafe {
             launch(group, out, |g| {
-                let (dtype, op) = (data_type(dtype)?, reduce_op(op)?);
+                let dtype = data_type(dtype)?;
+                let op = dtype.reduce(op)?;
                 let total = flat_count(output_count, g.pg.world_size())?;
                 let i = g.buffer(input, total, dtype, "input")?;
                 g.pg.reduce_scatter_from(&g.buffer(output, output_count, dtype, "output")?, &i, op)
@@ -286,9 +289,9 @@ pub unsafe extern "C" fn dipu_process_group_all_to_all(
                 let dtype = data_type(dtype)?;
                 let o = g.buffer(output, output_count, dtype, "output")?;
                 let i = g.buffer(input, input_count, dtype, "input")?;
-                let os = g.splits(output_splits, "output_splits")?;
-                let is = g.splits(input_splits, "input_splits")?;
-                g.pg.all_to_all(&o, &i, os, is)
+                let os = g.splits(output_splits, dtype, "output_splits")?;
+                let is = g.splits(input_splits, dtype, "input_splits")?;
+                g.pg.all_to_all(&o, &i, os.as_deref(), is.as_deref())
             })
         }
     })

@@ -2,20 +2,21 @@
 //! over the vendor's) as an opaque handle, looked up in a registry of live
 //! groups on every use; the element-type and reduce-operator codes.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use dipu_comm::{Buffer, Options, ProcessGroup, Work};
-use dipu_deviceapi::{DataType, ReduceOp};
 use dipu_runtime::{Error, Result, Runtime};
 
-use crate::handles::{duration_ms, slice, Registry};
+use crate::dtypes::Wire;
+use crate::handles::{c_str, duration_ms, slice, Registry};
 use crate::status::{dipu_status, ffi_boundary, non_null, write_out};
 use crate::store::{self, dipu_store};
 use crate::work::{self, dipu_work};
 
 /// An element type of a collective's buffers: one of the `DIPU_DTYPE_*`
-/// values (the codes of the vendor ABI's DipuDataType).
+/// values (0..10 are the codes of the vendor ABI's DipuDataType; bool and
+/// complex, 11..13, travel as vendor types: see DIPU_DTYPE_BOOL).
 pub type dipu_dtype = i32;
 /// IEEE half precision (2 bytes).
 pub const DIPU_DTYPE_F16: dipu_dtype = 0;
@@ -54,24 +55,6 @@ pub const DIPU_REDUCE_MAX: dipu_reduce_op = 3;
 /// Element-wise mean over the ranks (integers truncate; emulated as a sum
 /// and a division where the vendor lacks it).
 pub const DIPU_REDUCE_AVG: dipu_reduce_op = 4;
-
-/// The element type for a `dipu_dtype`, or `InvalidArgument`.
-pub(crate) fn data_type(code: dipu_dtype) -> Result<DataType> {
-    DataType::from_code(code).ok_or_else(|| {
-        Error::invalid_argument(format!(
-            "{code} is not an element type (DIPU_DTYPE_F16..DIPU_DTYPE_U64)"
-        ))
-    })
-}
-
-/// The operator for a `dipu_reduce_op`, or `InvalidArgument`.
-pub(crate) fn reduce_op(code: dipu_reduce_op) -> Result<ReduceOp> {
-    ReduceOp::from_code(code).ok_or_else(|| {
-        Error::invalid_argument(format!(
-            "{code} is not a reduce operator (DIPU_REDUCE_SUM..DIPU_REDUCE_AVG)"
-        ))
-    })
-}
 
 /// A group of ranks running collectives on one device (opaque; made by
 /// dipu_process_group_create, freed by dipu_process_group_destroy).
@@ -113,9 +96,10 @@ impl dipu_process_group {
         &self,
         ptr: *const c_void,
         count: usize,
-        dtype: DataType,
+        wire: Wire,
         what: &str,
     ) -> Result<Buffer> {
+        let (count, dtype) = (wire.count(count, what)?, wire.dtype);
         let device = self.pg.device();
         let bytes = count
             .checked_mul(dtype.size_in_bytes())
@@ -165,7 +149,7 @@ impl dipu_process_group {
         counts: *const usize,
         n: usize,
         default_count: usize,
-        dtype: DataType,
+        dtype: Wire,
         what: &str,
     ) -> Result<Vec<Buffer>> {
         // SAFETY: forwarded caller's contract.
@@ -182,21 +166,28 @@ impl dipu_process_group {
             .collect()
     }
 
-    /// `world_size` split sizes at `splits`, or `None` for NULL.
+    /// `world_size` split sizes at `splits` in vendor elements of `wire`,
+    /// or `None` for NULL.
     ///
     /// # Safety
     /// `splits` must be NULL or valid for reading world_size elements.
-    pub(crate) unsafe fn splits<'a>(
+    pub(crate) unsafe fn splits(
         &self,
         splits: *const usize,
+        wire: Wire,
         what: &str,
-    ) -> Result<Option<&'a [usize]>> {
+    ) -> Result<Option<Vec<usize>>> {
         if splits.is_null() {
             return Ok(None);
         }
         let n = self.pg.world_size() as usize;
         // SAFETY: forwarded caller's contract.
-        unsafe { slice(splits, n, what) }.map(Some)
+        let splits = unsafe { slice(splits, n, what) }?;
+        splits
+            .iter()
+            .map(|&s| wire.count(s, what))
+            .collect::<Result<_>>()
+            .map(Some)
     }
 }
 
@@ -281,6 +272,34 @@ pub extern "C" fn dipu_process_group_destroy(group: *mut dipu_process_group) -> 
     ffi_boundary!("dipu_process_group_destroy", { GROUPS.remove(group) })
 }
 
+/// Aborts `group`: its communicators are aborted, every pending operation
+/// fails (a dipu_work_wait_host blocked on one returns that error), and
+/// every later call on the group fails at once with an error saying it was
+/// aborted and why (`reason`; NULL: "dipu_process_group_abort"). Aborting
+/// twice keeps the first reason. The handle stays valid until
+/// dipu_process_group_destroy.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a reason
+/// that is not UTF-8. Thread-safe.
+///
+/// # Safety
+/// `reason` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_process_group_abort(
+    group: *mut dipu_process_group,
+    reason: *const c_char,
+) -> dipu_status {
+    ffi_boundary!("dipu_process_group_abort", {
+        let g = lookup(group)?;
+        let reason = match reason.is_null() {
+            true => "dipu_process_group_abort",
+            // SAFETY: forwarded caller's contract.
+            false => unsafe { c_str(reason, "reason") }?,
+        };
+        g.pg.abort(reason);
+        Ok(())
+    })
+}
+
 /// Stores this process's rank in the group in `*out`.
 /// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown group or a NULL
 /// `out`. Thread-safe.
@@ -341,6 +360,8 @@ pub unsafe extern "C" fn dipu_process_group_device(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtypes::data_type;
+    use dipu_deviceapi::{DataType, ReduceOp};
 
     #[test]
     fn codes_equal_the_vendor_abi() {
@@ -359,7 +380,7 @@ mod tests {
         ];
         assert_eq!(dtypes.len(), DataType::ALL.len());
         for (code, t) in dtypes {
-            assert_eq!(data_type(code).unwrap(), t);
+            assert_eq!(data_type(code).unwrap().dtype, t);
         }
         let ops = [
             (DIPU_REDUCE_SUM, ReduceOp::Sum),
@@ -369,11 +390,12 @@ mod tests {
             (DIPU_REDUCE_AVG, ReduceOp::Avg),
         ];
         assert_eq!(ops.len(), ReduceOp::ALL.len());
+        let f32 = data_type(DIPU_DTYPE_F32).unwrap();
         for (code, op) in ops {
-            assert_eq!(reduce_op(code).unwrap(), op);
+            assert_eq!(f32.reduce(code).unwrap(), op);
         }
-        assert!(data_type(11).is_err() && data_type(-1).is_err());
-        assert!(reduce_op(5).is_err());
+        assert!(data_type(-1).is_err());
+        assert!(f32.reduce(5).is_err());
     }
 }
 

@@ -39,7 +39,7 @@ pub(crate) fn lookup(handle: *const dipu_store) -> Result<Arc<dipu_store>> {
 ///
 /// # Safety
 /// `out` must be NULL or valid for writing a pointer.
-unsafe fn create_out(
+pub(crate) unsafe fn create_out(
     out: *mut *mut dipu_store,
     make: impl FnOnce() -> Result<(Arc<dyn Store>, Option<u16>)>,
 ) -> Result<()> {

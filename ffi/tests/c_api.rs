@@ -163,6 +163,24 @@ fn c_threads_with_their_own_streams() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("threads ok"));
 }
 
+/// `tests/c/callback_store.c`: two ranks as threads meeting through a
+/// store of C callbacks; bool and complex all-reduces; abort ends a blocked
+/// wait with an error; a failing store callback fails the collective.
+#[test]
+fn c_callback_store_bool_complex_and_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "gcc", "c11", "callback_store.c");
+    let out = Command::new(&exe)
+        .env_remove("DIPU_VENDOR")
+        .env_remove("DIPU_COMM_TIMEOUT")
+        .env_remove("DIPU_COMM_BLOCKING_WAIT")
+        .env("DIPU_HOST_DEVICES", "2")
+        .output()
+        .expect("run callback_store");
+    assert_ok(&out, "callback_store");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("callback store ok"));
+}
+
 #[test]
 fn c_bad_input_returns_documented_statuses() {
     let dir = tempfile::tempdir().unwrap();

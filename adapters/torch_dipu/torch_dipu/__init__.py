@@ -13,6 +13,7 @@ import torch
 
 from . import _C  # noqa: F401  (registers the kernels, guard, allocators and hooks)
 from . import dipu
+from . import distributed  # noqa: F401  (registers the "dicl" backend)
 
 __all__ = ["dipu"]
 __version__ = _C._version()

@@ -1,0 +1,453 @@
+// dicl::Backend's collectives: each checks its arguments, maps the dtype
+// and reduce op, and hands Backend::run the C call over the staged tensors.
+#include <ATen/ATen.h>
+
+#include "dicl.h"
+
+namespace torch_dipu::dicl {
+namespace {
+
+using c10d::OpType;
+using Tensors = std::vector<at::Tensor>;
+
+// How a tensor travels: a dipu_dtype and the elements per tensor element
+// (a dtype the C ABI lacks moves as bytes, when nothing reduces it).
+struct Wire {
+  dipu_dtype dtype;
+  size_t per;
+};
+
+Wire wire(at::ScalarType st, const char* name, bool reduces) {
+  switch (st) {
+    case at::kHalf: return {DIPU_DTYPE_F16, 1};
+    case at::kBFloat16: return {DIPU_DTYPE_BF16, 1};
+    case at::kFloat: return {DIPU_DTYPE_F32, 1};
+    case at::kDouble: return {DIPU_DTYPE_F64, 1};
+    case at::kChar: return {DIPU_DTYPE_I8, 1};
+    case at::kByte: return {DIPU_DTYPE_U8, 1};
+    case at::kShort: return {DIPU_DTYPE_I16, 1};
+    case at::kInt: return {DIPU_DTYPE_I32, 1};
+    case at::kLong: return {DIPU_DTYPE_I64, 1};
+    case at::kUInt32: return {DIPU_DTYPE_U32, 1};
+    case at::kUInt64: return {DIPU_DTYPE_U64, 1};
+    case at::kBool: return {DIPU_DTYPE_BOOL, 1};
+    case at::kComplexFloat: return {DIPU_DTYPE_C64, 1};
+    case at::kComplexDouble: return {DIPU_DTYPE_C128, 1};
+    default:
+      TORCH_CHECK_TYPE(!reduces, "dicl: ", name, " does not support dtype ", st);
+      return {DIPU_DTYPE_U8, c10::elementSize(st)};
+  }
+}
+
+const char* op_name(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+// The C operator for `op` on `st`. PREMUL_SUM is a SUM of inputs the
+// caller scaled (premul); bitwise AND/OR exist for bool only (MIN/MAX).
+dipu_reduce_op reduce_op(const c10d::ReduceOp& op, at::ScalarType st, const char* name) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PREMUL_SUM: return DIPU_REDUCE_SUM;
+    case c10d::ReduceOp::AVG: return DIPU_REDUCE_AVG;
+    case c10d::ReduceOp::PRODUCT: return DIPU_REDUCE_PROD;
+    case c10d::ReduceOp::MIN: return DIPU_REDUCE_MIN;
+    case c10d::ReduceOp::MAX: return DIPU_REDUCE_MAX;
+    case c10d::ReduceOp::BAND:
+      if (st == at::kBool) return DIPU_REDUCE_MIN;
+      break;
+    case c10d::ReduceOp::BOR:
+      if (st == at::kBool) return DIPU_REDUCE_MAX;
+      break;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "dicl: ", name, " does not support reduce op ", op_name(op.op_),
+                   " on dtype ", st);
+}
+
+// `t` multiplied by PREMUL_SUM's factor (a copy: the caller's inputs stay).
+at::Tensor premul(const at::Tensor& t, const c10d::ReduceOp& op) {
+  auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s != nullptr, "dicl: PREMUL_SUM without its factor");
+  if (s->tensor_factor.defined()) return t * s->tensor_factor.to(t.device());
+  return t * s->double_factor;
+}
+
+size_t count(const at::Tensor& t, const Wire& w) { return static_cast<size_t>(t.numel()) * w.per; }
+
+void* ptr(const at::Tensor& t) { return t.data_ptr(); }
+
+void check_one(const Tensors& tensors, const char* name) {
+  TORCH_CHECK(tensors.size() == 1, "dicl: ", name, " takes one tensor per process, got ",
+              tensors.size());
+}
+
+void check_same_dtype(const Tensors& tensors, at::ScalarType st, const char* name) {
+  for (const auto& t : tensors) {
+    TORCH_CHECK_TYPE(t.scalar_type() == st, "dicl: ", name, ": mixed dtypes ", st, " and ",
+                     t.scalar_type());
+  }
+}
+
+// `a` followed by `b`.
+Tensors concat(Tensors a, const Tensors& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<bool> flags(size_t inputs, size_t outputs) {
+  std::vector<bool> f(inputs, false);
+  f.resize(inputs + outputs, true);
+  return f;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> Backend::broadcast(Tensors& tensors,
+                                                  const c10d::BroadcastOptions& opts) {
+  check_one(tensors, "broadcast");
+  Wire w = wire(tensors[0].scalar_type(), "broadcast", false);
+  auto root = static_cast<int32_t>(opts.rootRank);
+  return run("broadcast", OpType::BROADCAST, tensors, {true},
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               return dipu_process_group_broadcast(g, ptr(t[0]), count(t[0], w), w.dtype, root, out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::allreduce(Tensors& tensors,
+                                                  const c10d::AllreduceOptions& opts) {
+  check_one(tensors, "allreduce");
+  c10d::AllreduceCoalescedOptions one;
+  one.reduceOp = opts.reduceOp;
+  one.timeout = opts.timeout;
+  return allreduce_coalesced(tensors, one);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
+    Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "dicl: allreduce of no tensors");
+  std::vector<Launch> launches;
+  for (size_t i = 0; i < tensors.size(); i++) {
+    Wire w = wire(tensors[i].scalar_type(), "allreduce", true);
+    dipu_reduce_op op = reduce_op(opts.reduceOp, tensors[i].scalar_type(), "allreduce");
+    if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
+      tensors[i].copy_(premul(tensors[i], opts.reduceOp));
+    }
+    launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+      return dipu_process_group_all_reduce(g, ptr(t[i]), count(t[i], w), w.dtype, op, out);
+    });
+  }
+  return run("allreduce", OpType::ALLREDUCE, tensors, std::vector<bool>(tensors.size(), true),
+             launches);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors,
+                                               const c10d::ReduceOptions& opts) {
+  check_one(tensors, "reduce");
+  at::ScalarType st = tensors[0].scalar_type();
+  TORCH_CHECK(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
+              "dicl: reduce does not support reduce op PREMUL_SUM (allreduce and "
+              "reduce_scatter do)");
+  Wire w = wire(st, "reduce", true);
+  dipu_reduce_op op = reduce_op(opts.reduceOp, st, "reduce");
+  auto root = static_cast<int32_t>(opts.rootRank);
+  return run("reduce", OpType::REDUCE, tensors, {true},
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               return dipu_process_group_reduce(g, ptr(t[0]), count(t[0], w), w.dtype, root, op,
+                                                out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                                                  const c10d::AllgatherOptions& opts) {
+  check_one(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+              "dicl: allgather needs one list of ", size_, " output tensors");
+  at::ScalarType st = inputs[0].scalar_type();
+  check_same_dtype(outputs[0], st, "allgather");
+  Wire w = wire(st, "allgather", false);
+  size_t n = outputs[0].size();
+  return run("allgather", OpType::ALLGATHER, concat(inputs, outputs[0]), flags(1, n),
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               std::vector<void*> ptrs;
+               std::vector<size_t> counts;
+               for (size_t i = 1; i <= n; i++) {
+                 ptrs.push_back(ptr(t[i]));
+                 counts.push_back(count(t[i], w));
+               }
+               return dipu_process_group_all_gather(g, ptrs.data(), counts.data(), n, ptr(t[0]),
+                                                    count(t[0], w), w.dtype, out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(std::vector<Tensors>& outputs,
+                                                            Tensors& inputs,
+                                                            const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "dicl: allgather_coalesced needs one output list per input");
+  Tensors all = inputs;
+  std::vector<Launch> launches;
+  for (size_t k = 0; k < inputs.size(); k++) {
+    TORCH_CHECK(outputs[k].size() == static_cast<size_t>(size_), "dicl: allgather_coalesced: ",
+                "each output list needs ", size_, " tensors");
+    check_same_dtype(outputs[k], inputs[k].scalar_type(), "allgather_coalesced");
+    Wire w = wire(inputs[k].scalar_type(), "allgather_coalesced", false);
+    size_t first = all.size(), n = outputs[k].size();
+    all.insert(all.end(), outputs[k].begin(), outputs[k].end());
+    launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+      std::vector<void*> ptrs;
+      std::vector<size_t> counts;
+      for (size_t i = first; i < first + n; i++) {
+        ptrs.push_back(ptr(t[i]));
+        counts.push_back(count(t[i], w));
+      }
+      return dipu_process_group_all_gather(g, ptrs.data(), counts.data(), n, ptr(t[k]),
+                                           count(t[k], w), w.dtype, out);
+    });
+  }
+  return run("allgather_coalesced", OpType::ALLGATHER_COALESCED, all,
+             flags(inputs.size(), all.size() - inputs.size()), launches);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                        const c10d::AllgatherOptions& opts) {
+  Tensors outputs{output}, inputs{input};
+  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(),
+              "dicl: allgather_into_tensor needs as many outputs as inputs");
+  std::vector<Launch> launches;
+  size_t n = inputs.size();
+  for (size_t k = 0; k < n; k++) {
+    TORCH_CHECK(outputs[k].numel() == inputs[k].numel() * size_,
+                "dicl: allgather_into_tensor: the output has ", outputs[k].numel(),
+                " elements, not world size x input (", inputs[k].numel() * size_, ")");
+    check_same_dtype({outputs[k]}, inputs[k].scalar_type(), "allgather_into_tensor");
+    Wire w = wire(inputs[k].scalar_type(), "allgather_into_tensor", false);
+    launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+      return dipu_process_group_all_gather_into(g, ptr(t[n + k]), ptr(t[k]), count(t[k], w),
+                                                w.dtype, out);
+    });
+  }
+  return run("allgather_into_tensor", OpType::_ALLGATHER_BASE, concat(inputs, outputs),
+             flags(n, n), launches);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(Tensors& outputs,
+                                                       std::vector<Tensors>& inputs,
+                                                       const c10d::ReduceScatterOptions& opts) {
+  check_one(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+              "dicl: reduce_scatter needs one list of ", size_, " input tensors");
+  at::ScalarType st = outputs[0].scalar_type();
+  check_same_dtype(inputs[0], st, "reduce_scatter");
+  Wire w = wire(st, "reduce_scatter", true);
+  dipu_reduce_op op = reduce_op(opts.reduceOp, st, "reduce_scatter");
+  Tensors ins = inputs[0];
+  if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    for (auto& t : ins) t = premul(t, opts.reduceOp);
+  }
+  size_t n = ins.size();
+  std::vector<bool> is_output(n + 1, false);
+  is_output[0] = true;
+  return run("reduce_scatter", OpType::REDUCE_SCATTER, concat(outputs, ins), is_output,
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               std::vector<const void*> ptrs;
+               std::vector<size_t> counts;
+               for (size_t i = 1; i <= n; i++) {
+                 ptrs.push_back(ptr(t[i]));
+                 counts.push_back(count(t[i], w));
+               }
+               return dipu_process_group_reduce_scatter(g, ptr(t[0]), count(t[0], w),
+                                                        ptrs.data(), counts.data(), n, w.dtype,
+                                                        op, out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  Tensors outputs{output}, inputs{input};
+  return reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(),
+              "dicl: reduce_scatter_tensor needs as many outputs as inputs");
+  size_t n = inputs.size();
+  Tensors ins = inputs;
+  std::vector<Launch> launches;
+  for (size_t k = 0; k < n; k++) {
+    at::ScalarType st = outputs[k].scalar_type();
+    TORCH_CHECK(inputs[k].numel() == outputs[k].numel() * size_,
+                "dicl: reduce_scatter_tensor: the input has ", inputs[k].numel(),
+                " elements, not world size x output (", outputs[k].numel() * size_, ")");
+    check_same_dtype({inputs[k]}, st, "reduce_scatter_tensor");
+    Wire w = wire(st, "reduce_scatter_tensor", true);
+    dipu_reduce_op op = reduce_op(opts.reduceOp, st, "reduce_scatter_tensor");
+    if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) ins[k] = premul(ins[k], opts.reduceOp);
+    launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+      return dipu_process_group_reduce_scatter_from(g, ptr(t[k]), count(t[k], w), ptr(t[n + k]),
+                                                    w.dtype, op, out);
+    });
+  }
+  std::vector<bool> is_output(2 * n, false);
+  std::fill_n(is_output.begin(), n, true);
+  return run("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, concat(outputs, ins),
+             is_output, launches);
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                                               const c10d::GatherOptions& opts) {
+  check_one(inputs, "gather");
+  auto root = static_cast<int32_t>(opts.rootRank);
+  Tensors outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+                "dicl: gather needs one list of ", size_, " output tensors on the root");
+    outs = outputs[0];
+  } else {
+    TORCH_CHECK(outputs.empty() || outputs[0].empty(),
+                "dicl: gather: only the root passes output tensors");
+  }
+  at::ScalarType st = inputs[0].scalar_type();
+  check_same_dtype(outs, st, "gather");
+  Wire w = wire(st, "gather", false);
+  size_t n = outs.size();
+  return run("gather", OpType::GATHER, concat(inputs, outs), flags(1, n),
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               std::vector<void*> ptrs;
+               std::vector<size_t> counts;
+               for (size_t i = 1; i <= n; i++) {
+                 ptrs.push_back(ptr(t[i]));
+                 counts.push_back(count(t[i], w));
+               }
+               return dipu_process_group_gather(g, n ? ptrs.data() : nullptr,
+                                                n ? counts.data() : nullptr, n, ptr(t[0]),
+                                                count(t[0], w), w.dtype, root, out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                                                const c10d::ScatterOptions& opts) {
+  check_one(outputs, "scatter");
+  auto root = static_cast<int32_t>(opts.rootRank);
+  Tensors ins;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+                "dicl: scatter needs one list of ", size_, " input tensors on the root");
+    ins = inputs[0];
+  } else {
+    TORCH_CHECK(inputs.empty() || inputs[0].empty(),
+                "dicl: scatter: only the root passes input tensors");
+  }
+  at::ScalarType st = outputs[0].scalar_type();
+  check_same_dtype(ins, st, "scatter");
+  Wire w = wire(st, "scatter", false);
+  size_t n = ins.size();
+  std::vector<bool> out(n + 1, false);
+  out[0] = true;
+  return run("scatter", OpType::SCATTER, concat(outputs, ins), out,
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** o) {
+               std::vector<const void*> ptrs;
+               std::vector<size_t> counts;
+               for (size_t i = 1; i <= n; i++) {
+                 ptrs.push_back(ptr(t[i]));
+                 counts.push_back(count(t[i], w));
+               }
+               return dipu_process_group_scatter(g, ptr(t[0]), count(t[0], w),
+                                                 n ? ptrs.data() : nullptr,
+                                                 n ? counts.data() : nullptr, n, w.dtype, root, o);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                      std::vector<int64_t>& output_splits,
+                                                      std::vector<int64_t>& input_splits,
+                                                      const c10d::AllToAllOptions& opts) {
+  check_same_dtype({output}, input.scalar_type(), "alltoall_base");
+  Wire w = wire(input.scalar_type(), "alltoall_base", false);
+  // Splits count rows (dim 0); the C call counts elements.
+  auto elements = [&](const at::Tensor& t, const std::vector<int64_t>& rows) {
+    std::vector<size_t> out;
+    if (rows.empty()) return out;
+    TORCH_CHECK(rows.size() == static_cast<size_t>(size_), "dicl: alltoall_base: ",
+                rows.size(), " split sizes for ", size_, " ranks");
+    size_t row = t.dim() == 0 || t.size(0) == 0 ? 0 : static_cast<size_t>(t.numel() / t.size(0));
+    for (int64_t r : rows) out.push_back(static_cast<size_t>(r) * row * w.per);
+    return out;
+  };
+  std::vector<size_t> os = elements(output, output_splits), is = elements(input, input_splits);
+  return run("alltoall_base", OpType::ALLTOALL_BASE, {output, input}, {true, false},
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               return dipu_process_group_all_to_all(g, ptr(t[0]), count(t[0], w), ptr(t[1]),
+                                                    count(t[1], w), w.dtype,
+                                                    os.empty() ? nullptr : os.data(),
+                                                    is.empty() ? nullptr : is.data(), out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inputs,
+                                                 const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == outputs.size(),
+              "dicl: alltoall needs ", size_, " input and output tensors");
+  at::ScalarType st = inputs[0].scalar_type();
+  check_same_dtype(inputs, st, "alltoall");
+  check_same_dtype(outputs, st, "alltoall");
+  // One flat all-to-all with a block per rank, then copies into the outputs.
+  std::vector<at::Tensor> flat_in;
+  std::vector<int64_t> in_rows, out_rows;
+  int64_t out_total = 0;
+  for (size_t r = 0; r < inputs.size(); r++) {
+    flat_in.push_back(inputs[r].reshape({-1}));
+    in_rows.push_back(inputs[r].numel());
+    out_rows.push_back(outputs[r].numel());
+    out_total += outputs[r].numel();
+  }
+  at::Tensor in = at::cat(flat_in);
+  at::Tensor out = at::empty({out_total}, inputs[0].options());
+  auto work = alltoall_base(out, in, out_rows, in_rows, opts);
+  // alltoall_base made the current stream (or, for CPU, the host) wait.
+  int64_t at = 0;
+  for (auto& o : outputs) {
+    o.copy_(out.narrow(0, at, o.numel()).view_as(o));
+    at += o.numel();
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag) {
+  check_one(tensors, "send");
+  Wire w = wire(tensors[0].scalar_type(), "send", false);
+  return run("send", OpType::SEND, tensors, {false},
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               return dipu_process_group_send(g, ptr(t[0]), count(t[0], w), w.dtype, dst, tag,
+                                              out);
+             }});
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag) {
+  check_one(tensors, "recv");
+  Wire w = wire(tensors[0].scalar_type(), "recv", false);
+  return run("recv", OpType::RECV, tensors, {true},
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src, tag,
+                                              out);
+             }});
+}
+
+}  // namespace torch_dipu::dicl

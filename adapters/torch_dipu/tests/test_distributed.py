@@ -1,0 +1,190 @@
+"""torch.distributed's "dicl" backend on two ranks (host vendor, two
+devices): every collective through every init method, DDP against one CPU
+process, and the faults (a dead peer, a wrong world size, unsupported
+dtypes, a collective after abort), each an exception within its timeout.
+
+Run: DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python -m pytest \
+    adapters/torch_dipu/tests/test_distributed.py
+(after adapters/torch_dipu/build.sh).
+"""
+
+import datetime
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+# Two host devices, one per rank (before the runtime starts; the spawned
+# ranks inherit it).
+os.environ["DIPU_HOST_DEVICES"] = "2"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+import torch_dipu  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dist_workers  # noqa: E402
+
+# A test that hangs is a failure: every wait below is bounded.
+LIMIT = 120
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(scenarios, init_method, world=2):
+    """Runs the dist_workers scenarios, in order, on `world` spawned ranks;
+    returns ({(rank, scenario): (status, value)}, exit codes)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=dist_workers.run, args=(scenarios, r, world, init_method, out))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    results = {}
+    deadline = time.monotonic() + LIMIT
+    try:
+        while len(results) < world * len(scenarios) and time.monotonic() < deadline:
+            try:
+                rank, name, status, value = out.get(timeout=0.5)
+                results[(rank, name)] = (status, value)
+            except queue.Empty:
+                if all(not p.is_alive() for p in procs):
+                    break
+    finally:
+        for p in procs:
+            p.join(timeout=max(1.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return results, [p.exitcode for p in procs]
+
+
+def ok(results, rank, name):
+    status, value = results.get((rank, name), ("missing", "no report: the rank died or hung"))
+    assert status == "ok", f"{name} on rank {rank}: {value}"
+    return value
+
+
+@pytest.fixture(scope="module")
+def file_run(tmp_path_factory):
+    """One pair of ranks over file:// runs every collective, then the faults
+    (each on a dicl group of its own); the tests below read its reports."""
+    path = tmp_path_factory.mktemp("dicl") / "store"
+    return spawn(["collectives", "bad_dtypes", "after_abort", "wrong_world_size", "killed_peer"],
+                 f"file://{path}")
+
+
+def test_the_backend_is_registered():
+    assert torch.dipu.device_count() == 2
+    assert "dicl" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map.get("dipu") == "dicl"
+
+
+def test_every_collective_on_dipu_and_cpu_tensors(file_run):
+    results, _ = file_run
+    for rank in range(2):
+        assert ok(results, rank, "collectives") == ["dipu", "cpu"]
+
+
+def test_env_and_tcp_init_methods():
+    results, _ = spawn(["init_methods"], [free_port(), free_port()])
+    for rank in range(2):
+        assert ok(results, rank, "init_methods") == [([3.0] * 3, [3.0] * 2)] * 2
+
+
+def test_hash_store_ranks_as_threads():
+    """Two ranks as threads of this process over one HashStore."""
+    store = dist.HashStore()
+    results = {}
+
+    def rank_main(rank):
+        try:
+            torch.dipu.set_device(rank)
+            pg = torch_dipu._C._dicl_create(store, rank, 2, datetime.timedelta(seconds=20))
+            t = torch.full((1000,), float(rank + 1), device=torch.device("dipu", rank))
+            pg.allreduce([t]).wait()
+            results[rank] = t.cpu()
+        except Exception as e:  # noqa: BLE001  (reported below)
+            results[rank] = e
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(LIMIT)
+    for rank in range(2):
+        assert isinstance(results.get(rank), torch.Tensor), results.get(rank)
+        assert torch.equal(results[rank], torch.full((1000,), 3.0))
+
+
+def test_unsupported_dtypes_are_clear_errors(file_run):
+    results, _ = file_run
+    messages = ok(results, 0, "bad_dtypes")
+    # complex MAX: torch itself refuses it before any backend runs.
+    assert "MAX" in messages[0] and "complex" in messages[0], messages
+    assert "allreduce" in messages[1] and "UInt16" in messages[1], messages
+    assert "BXOR" in messages[2] and "Int" in messages[2], messages
+    assert "Avg" in messages[3] and "bool" in messages[3], messages
+    ok(results, 1, "bad_dtypes")
+
+
+def test_abort_ends_a_blocked_wait_and_later_collectives_fail(file_run):
+    results, _ = file_run
+    errors = ok(results, 0, "after_abort")
+    assert len(errors) == 2, errors
+    assert all("abort" in e for e in errors), errors
+    ok(results, 1, "after_abort")
+
+
+def test_a_wrong_world_size_fails_both_ranks(file_run):
+    results, _ = file_run
+    for rank in range(2):
+        took, message = ok(results, rank, "wrong_world_size")
+        assert took < 25, f"rank {rank} failed after {took:.1f} s"
+        assert message, rank
+
+
+def test_a_killed_rank_fails_the_other(file_run):
+    results, codes = file_run
+    assert codes[1] == 17, codes
+    took, message = ok(results, 0, "killed_peer")
+    assert took < 20, f"noticed after {took:.1f} s"
+    assert "exited" in message or "timed out" in message, message
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """torchrun, 2 ranks: 10 steps of DDP, then 10 of FSDP2 (ddp_train.py)."""
+    out = tmp_path_factory.mktemp("train") / "params"
+    env = dict(os.environ, DIPU_HOST_DEVICES="2", PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", os.path.join(HERE, "ddp_train.py"), str(out)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=2 * LIMIT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    import ddp_train
+
+    return out, ddp_train.train_reference()
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp"])
+def test_training_on_two_ranks_matches_one_cpu_process(trained, kind):
+    """Each rank's parameters equal, within 1e-5, those of one CPU process
+    that trained on the whole batch."""
+    out, reference = trained
+    for rank in range(2):
+        params = torch.load(f"{out}.{kind}.{rank}")
+        assert len(params) == len(reference)
+        for got, want in zip(params, reference):
+            assert torch.allclose(got, want, atol=1e-5, rtol=0), (got - want).abs().max()
