@@ -26,6 +26,7 @@
 //! ```
 
 mod config;
+mod guard;
 mod report;
 mod state;
 mod unwind;
@@ -33,7 +34,12 @@ mod unwind;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use config::{
-    Config, ENV_BACKTRACE, ENV_LOG_FILE, ENV_LOG_INTERVAL, ENV_MAX_BLOCK, ENV_MEM_CHECK,
+    Config, ENV_ABORT, ENV_BACKTRACE, ENV_GUARD_BYTES, ENV_LOG_FILE, ENV_LOG_INTERVAL,
+    ENV_MAX_BLOCK, ENV_MEM_CHECK,
+};
+pub use guard::{
+    abort_on_violation, find_bad_byte, guard_bytes, on_guard_violation, set_options,
+    GuardViolation, Side, GUARD_PATTERN, MAX_GUARD_BYTES,
 };
 pub use report::{Block, Frame, LeakGroup, Report, Violation};
 pub use state::{check_access, on_alloc, on_bad_free, on_free, records_count, MAX_FRAMES};

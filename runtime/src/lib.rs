@@ -28,6 +28,7 @@
 mod buffer;
 mod copies;
 mod global;
+mod guard;
 mod live;
 mod options;
 mod report;
