@@ -1,9 +1,11 @@
 //! Guard bytes around device allocations (`DIPU_MEM_CHECK_GUARD_BYTES`):
 //! a wrapper around each device allocator that asks for the guards on top
 //! of every request, fills them with [`GUARD_PATTERN`] on the allocation's
-//! stream, and at free holds the block back until the work queued on its
-//! streams has passed, copies the guards back, has the memory checker judge
-//! them, and only then gives the block to the allocator.
+//! stream, and at free queues the copy of the guards back to the host on
+//! that stream (after the work queued on the other streams that used the
+//! block), gives the block back to the allocator at once (stream order
+//! keeps its next user behind the copy), and has the memory checker judge
+//! the copy once an event after it has completed.
 //!
 //! Only runtimes created with the checker on and guards asked for use it:
 //! without guards the allocators are not wrapped and their path is
@@ -53,11 +55,15 @@ struct Live {
     reported: [bool; 2],
 }
 
-/// A freed allocation waiting for its streams before its guards are checked.
+/// A freed allocation whose guards are being copied back on its stream.
 struct Pending {
     user: usize,
     live: Live,
-    events: Vec<PooledEvent>,
+    /// Where the guards are copied (front, then back); its heap buffer
+    /// stays put while the copy runs.
+    copy: Vec<u8>,
+    /// Recorded on the allocation's stream after the copy.
+    done: PooledEvent,
 }
 
 #[derive(Default)]
@@ -108,6 +114,44 @@ impl Guarded {
         self.inner.device()
     }
 
+    /// Queues on the allocation's stream, after the work queued so far on
+    /// the streams that used it, the copy of both guards to the host;
+    /// returns the host buffer and an event recorded after the copy. The
+    /// block can then go back to the allocator: its next user's work on
+    /// that stream runs after the copy (stream order), as without guards.
+    fn copy_back(&self, user: usize, live: &Live) -> Result<(Vec<u8>, PooledEvent)> {
+        let GuardSizes { front, back } = self.sizes;
+        let stream = &live.stream;
+        for other in &live.streams {
+            let e = self.ctx.pooled_event(other.device())?;
+            e.record(other)?;
+            e.block(stream)?;
+        }
+        let mut copy = vec![0u8; front + back];
+        let _g = DeviceGuard::new(self.ctx, self.device())?;
+        for (dst, src, len) in [(0, user - front, front), (front, user + live.bytes, back)] {
+            if len == 0 {
+                continue;
+            }
+            // SAFETY: `src..src + len` is a guard inside the block, which
+            // is not given back before this copy is queued; `copy` has room
+            // for both guards and is kept (its heap buffer unmoved) in the
+            // pending free until `done` has completed.
+            unsafe {
+                self.ctx.api().memcpy_async(
+                    copy.as_mut_ptr().add(dst).cast(),
+                    src as *const c_void,
+                    len,
+                    CopyKind::DeviceToHost,
+                    stream.raw(),
+                )?
+            };
+        }
+        let done = self.ctx.pooled_event(self.device())?;
+        done.record(stream)?;
+        Ok((copy, done))
+    }
+
     /// Copies `bytes` of device memory at `addr` back to the host.
     fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
         let mut host = vec![0u8; bytes];
@@ -125,26 +169,30 @@ impl Guarded {
         Ok(host)
     }
 
-    /// Copies both guards of the allocation at `user` back and reports
-    /// each overwritten side not reported yet; returns how many it reported.
-    fn check(&self, user: usize, live: &mut Live, at_free: bool) -> Result<usize> {
+    /// Copies both guards of the live allocation at `user` back now and
+    /// reports each overwritten side not reported yet; returns how many.
+    fn check(&self, user: usize, live: &mut Live) -> Result<usize> {
         let GuardSizes { front, back } = self.sizes;
+        let before = self.read(user - front, front)?;
+        let after = self.read(user + live.bytes, back)?;
+        Ok(self.judge(user, live, [&before, &after], false))
+    }
+
+    /// Reports each side of `guards` (before, after) that is overwritten
+    /// and not reported yet; returns how many it reported.
+    fn judge(&self, user: usize, live: &mut Live, guards: [&[u8]; 2], at_free: bool) -> usize {
         let mut found = 0;
-        for (side, addr, len) in [
-            (Side::Before, user - front, front),
-            (Side::After, user + live.bytes, back),
-        ] {
-            if len == 0 || live.reported[side_index(side)] {
+        for (side, guard) in [(Side::Before, guards[0]), (Side::After, guards[1])] {
+            if guard.is_empty() || live.reported[side_index(side)] {
                 continue;
             }
-            let guard = self.read(addr, len)?;
             let v = GuardViolation {
                 ptr: user,
                 size: live.bytes,
                 device: self.device(),
                 stream: live.stream.id(),
                 side,
-                guard,
+                guard: guard.to_vec(),
                 at_free,
             };
             if dipu_memcheck::on_guard_violation(&v) {
@@ -152,10 +200,10 @@ impl Guarded {
                 found += 1;
             }
         }
-        Ok(found)
+        found
     }
 
-    /// Checks and releases the pending frees whose streams have passed
+    /// Checks the guards copied back by the frees whose copies are done
     /// (every pending free, after waiting, when `wait`); returns the
     /// violations reported.
     fn settle(&self, state: &mut State, wait: bool) -> Result<usize> {
@@ -164,23 +212,18 @@ impl Guarded {
         while i < state.pending.len() {
             let p = &state.pending[i];
             let ready = if wait {
-                p.events.iter().try_for_each(PooledEvent::synchronize)?;
+                p.done.synchronize()?;
                 true
             } else {
-                let mut all = true;
-                for e in &p.events {
-                    all &= e.query()?;
-                }
-                all
+                p.done.query()?
             };
             if !ready {
                 i += 1;
                 continue;
             }
             let mut p = state.pending.swap_remove(i);
-            found += self.check(p.user, &mut p.live, true)?;
-            self.inner
-                .free((p.user - self.sizes.front) as *mut c_void)?;
+            let (front, back) = p.copy.split_at(self.sizes.front);
+            found += self.judge(p.user, &mut p.live, [front, back], true);
         }
         Ok(found)
     }
@@ -195,12 +238,21 @@ impl Guarded {
         let users: Vec<usize> = state.live.keys().copied().collect();
         for user in users {
             if let Some(mut live) = state.live.remove(&user) {
-                let r = self.check(user, &mut live, false);
+                let r = self.check(user, &mut live);
                 state.live.insert(user, live);
                 found += r?;
             }
         }
         Ok(found)
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // The pending copies write into buffers freed with this.
+        for p in &self.state.get_mut().pending {
+            let _ = p.done.synchronize();
+        }
     }
 }
 
@@ -259,8 +311,11 @@ impl DeviceAllocator for Handle {
         }
         let mut state = g.state.lock();
         if !state.pending.is_empty() {
+            // A free of this very pointer still being checked is finished
+            // first, so that its report names that allocation, not this one.
+            let wait = state.pending.iter().any(|p| p.user == user);
             // A failed check is logged; the allocation stands.
-            if let Err(e) = g.settle(&mut state, false) {
+            if let Err(e) = g.settle(&mut state, wait) {
                 tracing::warn!("dipu memcheck: checking the guards of freed blocks: {e}");
             }
         }
@@ -290,21 +345,22 @@ impl DeviceAllocator for Handle {
                 g.device()
             )));
         };
-        let mut events = Vec::with_capacity(1 + live.streams.len());
-        let recorded = std::iter::once(&live.stream)
-            .chain(&live.streams)
-            .try_for_each(|s| {
-                let e = g.ctx.pooled_event(s.device())?;
-                e.record(s)?;
-                events.push(e);
-                Ok::<(), Error>(())
-            });
-        if let Err(e) = recorded {
-            state.live.insert(user, live);
-            return Err(e);
+        match g.copy_back(user, &live) {
+            Ok((copy, done)) => {
+                g.inner.free((user - g.sizes.front) as *mut c_void)?;
+                state.pending.push(Pending {
+                    user,
+                    live,
+                    copy,
+                    done,
+                });
+                g.settle(&mut state, false).map(|_| ())
+            }
+            Err(e) => {
+                state.live.insert(user, live);
+                Err(e.context("copying the memory checker's guard bytes back"))
+            }
         }
-        state.pending.push(Pending { user, live, events });
-        g.settle(&mut state, false).map(|_| ())
     }
 
     fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
