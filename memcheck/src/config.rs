@@ -85,6 +85,16 @@ fn parse_count(name: &str, value: &str, min: usize) -> Result<usize> {
     }
 }
 
+/// Parses `DIPU_MEM_CHECK_GUARD_BYTES`: 0 to [`crate::MAX_GUARD_BYTES`].
+fn parse_guard_bytes(value: &str) -> Result<usize> {
+    let n = parse_count(ENV_GUARD_BYTES, value, 0)?;
+    if n > crate::guard::MAX_GUARD_BYTES {
+        let accepted = format!("an integer from 0 to {}", crate::guard::MAX_GUARD_BYTES);
+        return Err(bad(ENV_GUARD_BYTES, value, &accepted));
+    }
+    Ok(n)
+}
+
 impl Config {
     /// The settings from the environment (unset: the defaults).
     /// `InvalidConfig`, naming the variable, for a bad value.
@@ -103,12 +113,7 @@ impl Config {
             c.log_interval = parse_count(ENV_LOG_INTERVAL, &v, 1)?;
         }
         if let Some(v) = var(ENV_GUARD_BYTES) {
-            let n = parse_count(ENV_GUARD_BYTES, &v, 0)?;
-            c.guard_bytes = Some(n);
-            if n > crate::guard::MAX_GUARD_BYTES {
-                let accepted = format!("at most {}", crate::guard::MAX_GUARD_BYTES);
-                return Err(bad(ENV_GUARD_BYTES, &v, &accepted));
-            }
+            c.guard_bytes = Some(parse_guard_bytes(&v)?);
         }
         if let Some(v) = var(ENV_ABORT) {
             c.abort_on_violation = Some(parse_bool(ENV_ABORT, &v)?);
@@ -151,5 +156,17 @@ mod tests {
         let e = parse_count("DIPU_MEM_CHECK_LOG_INTERVAL", "0", 1).unwrap_err();
         assert!(e.to_string().contains("DIPU_MEM_CHECK_LOG_INTERVAL"), "{e}");
         assert!(parse_count("X", "-3", 0).is_err());
+    }
+
+    #[test]
+    fn guard_bytes_are_bounded() {
+        assert_eq!(parse_guard_bytes("0").unwrap(), 0);
+        assert_eq!(parse_guard_bytes(" 64 ").unwrap(), 64);
+        assert_eq!(parse_guard_bytes("1048576").unwrap(), 1 << 20);
+        for bad in ["1048577", "-1", "lots", ""] {
+            let e = parse_guard_bytes(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+            assert!(e.to_string().contains(ENV_GUARD_BYTES), "{e}");
+        }
     }
 }
