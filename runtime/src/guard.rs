@@ -129,27 +129,39 @@ impl Guarded {
         }
         let mut copy = vec![0u8; front + back];
         let _g = DeviceGuard::new(self.ctx, self.device())?;
-        for (dst, src, len) in [(0, user - front, front), (front, user + live.bytes, back)] {
-            if len == 0 {
-                continue;
+        let queued = (|| {
+            for (dst, src, len) in [(0, user - front, front), (front, user + live.bytes, back)] {
+                if len == 0 {
+                    continue;
+                }
+                // SAFETY: `src..src + len` is a guard inside the block,
+                // which is not given back before this copy is queued;
+                // `copy` has room for both guards and outlives the copy: it
+                // is kept (its heap buffer unmoved) in the pending free
+                // until `done` has completed, or the stream is synchronized
+                // below before it is dropped.
+                unsafe {
+                    self.ctx.api().memcpy_async(
+                        copy.as_mut_ptr().add(dst).cast(),
+                        src as *const c_void,
+                        len,
+                        CopyKind::DeviceToHost,
+                        stream.raw(),
+                    )?
+                };
             }
-            // SAFETY: `src..src + len` is a guard inside the block, which
-            // is not given back before this copy is queued; `copy` has room
-            // for both guards and is kept (its heap buffer unmoved) in the
-            // pending free until `done` has completed.
-            unsafe {
-                self.ctx.api().memcpy_async(
-                    copy.as_mut_ptr().add(dst).cast(),
-                    src as *const c_void,
-                    len,
-                    CopyKind::DeviceToHost,
-                    stream.raw(),
-                )?
-            };
+            let done = self.ctx.pooled_event(self.device())?;
+            done.record(stream)?;
+            Ok::<_, Error>(done)
+        })();
+        match queued {
+            Ok(done) => Ok((copy, done)),
+            Err(e) => {
+                // A copy may be queued: let it finish before `copy` goes.
+                let _ = stream.synchronize();
+                Err(e)
+            }
         }
-        let done = self.ctx.pooled_event(self.device())?;
-        done.record(stream)?;
-        Ok((copy, done))
     }
 
     /// Copies `bytes` of device memory at `addr` back to the host.
@@ -347,7 +359,12 @@ impl DeviceAllocator for Handle {
         };
         match g.copy_back(user, &live) {
             Ok((copy, done)) => {
-                g.inner.free((user - g.sizes.front) as *mut c_void)?;
+                if let Err(e) = g.inner.free((user - g.sizes.front) as *mut c_void) {
+                    // The copy writes into `copy`: let it finish first.
+                    let _ = done.synchronize();
+                    state.live.insert(user, live);
+                    return Err(e);
+                }
                 state.pending.push(Pending {
                     user,
                     live,
