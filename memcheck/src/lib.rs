@@ -9,6 +9,12 @@
 //! second free shows both sides, and writes a [`Report`] of the leaks at
 //! shutdown, on demand ([`report`]) and at process exit.
 //!
+//! With `DIPU_MEM_CHECK_GUARD_BYTES=N` the runtime also puts guard bytes
+//! filled with [`GUARD_PATTERN`] around every device allocation and hands
+//! them back at free (and on demand); [`on_guard_violation`] judges them
+//! and reports an overwritten side ([`GuardViolation`]) as an
+//! `out-of-bounds write` with the allocation's and the free's backtraces.
+//!
 //! When disabled the allocation path pays one relaxed atomic load
 //! ([`enabled`]) and nothing else. Backtraces are captured unresolved
 //! (return addresses, by a caching unwinder where there is one: under a
