@@ -261,3 +261,49 @@ fn clean_work_on_several_streams_reports_nothing() {
         );
     }
 }
+
+#[test]
+fn statistics_count_the_guards_and_frees_at_once() {
+    let _g = Guarded::new();
+    for (algorithm, expandable) in setups() {
+        let rt = runtime(algorithm, expandable);
+        let s = rt.context().stream_from_pool(0, false).unwrap();
+        let p = rt.allocate_raw(1000, s).unwrap();
+        let stats = rt.stats(0).unwrap();
+        assert_eq!(stats.requested_bytes.current, 1000 + 512 + GUARD as u64);
+        assert_eq!(stats.allocation.current, 1);
+        rt.free_raw(0, p).unwrap();
+        let stats = rt.stats(0).unwrap();
+        assert_eq!(stats.requested_bytes.current, 0, "{algorithm}");
+        assert_eq!(stats.allocation.current, 0, "{algorithm}");
+        assert!(rt.release_and_report().is_clean());
+    }
+}
+
+#[test]
+fn threads_with_their_own_streams_report_nothing() {
+    let _g = Guarded::new();
+    let rt = runtime(Algorithm::BestFit, false);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let rt = Arc::clone(&rt);
+            std::thread::spawn(move || {
+                let s = rt.context().new_stream(0, 0).unwrap();
+                for i in 0..300usize {
+                    let size = 1 + (i * 131 + t * 17) % 20_000;
+                    let p = rt.allocate_raw(size, s).unwrap();
+                    // SAFETY: `p..p + size` is the live allocation just made.
+                    unsafe { rt.api().memset_async(p, 0xAB, size, s.raw()).unwrap() };
+                    rt.free_raw(0, p).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(rt.check_guards().unwrap(), 0);
+    let report = rt.release_and_report();
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.memcheck.unwrap().violations.is_empty());
+}
