@@ -900,6 +900,21 @@ dipu_status dipu_memcheck_enable(int32_t backtraces);
 // runtime.
 dipu_status dipu_memcheck_report(void);
 
+// Checks the memory checker's guard bytes (DIPU_MEM_CHECK_GUARD_BYTES)
+// now: synchronizes each device with guarded allocations, then checks the
+// guards of every live allocation and of the frees still waiting for
+// their streams. Each overwritten guard is reported once (logged, and
+// kept for dipu_memcheck_report and the exit report; with
+// DIPU_MEM_CHECK_ABORT=1 the process aborts). Stores in `*violations`
+// (when not NULL) how many this call reported. Without a runtime, or
+// with guards off, nothing is checked and 0 is stored.
+// Errors: a vendor's status from the synchronize or the copies.
+// Thread-safe.
+//
+// # Safety
+// `violations` must be NULL or valid for writing a size_t.
+dipu_status dipu_memcheck_check_all(size_t *violations);
+
 // Allocates at least `bytes` of device memory for use on `stream` (on
 // the stream's device) from the caching allocator and stores the pointer
 // in `*out` (NULL for 0 bytes). Free it with dipu_free; using it on other

@@ -9,6 +9,11 @@ use crate::{
     new_device_allocator_in, Algorithm, AllocatorConfig, DeviceAllocator, LiveBlock, SegmentMap,
 };
 
+/// Wraps each device allocator as it is created (the memory checker's
+/// guards): given the device and the allocator, the allocator to use.
+pub type AllocatorWrapper =
+    Arc<dyn Fn(i32, Box<dyn DeviceAllocator>) -> Box<dyn DeviceAllocator> + Send + Sync>;
+
 /// The device allocators of a context: one per device (as many as the
 /// vendor has), created lazily with one algorithm and configuration.
 pub struct DeviceAllocators {
@@ -18,6 +23,8 @@ pub struct DeviceAllocators {
     devices: Box<[OnceLock<Box<dyn DeviceAllocator>>]>,
     /// Every range the allocators reserved, with its device.
     segments: Arc<SegmentMap>,
+    /// Applied to each allocator when it is created.
+    wrapper: Option<AllocatorWrapper>,
 }
 
 impl std::fmt::Debug for DeviceAllocators {
@@ -41,7 +48,15 @@ impl DeviceAllocators {
             config,
             devices,
             segments: Arc::default(),
+            wrapper: None,
         }
+    }
+
+    /// These allocators with `wrapper` applied to each one when it is
+    /// created (the allocation path of an unwrapped set is unchanged).
+    pub fn with_wrapper(mut self, wrapper: AllocatorWrapper) -> Self {
+        self.wrapper = Some(wrapper);
+        self
     }
 
     /// Allocators chosen by `DIPU_DEVICE_MEMCACHING_ALGORITHM` and `DIPU_ALLOC_CONF`.
@@ -88,6 +103,10 @@ impl DeviceAllocators {
             &self.config,
             Arc::clone(&self.segments),
         )?;
+        let made = match &self.wrapper {
+            Some(wrap) => wrap(device, made),
+            None => made,
+        };
         // A racing thread may have made one first; keep whichever won.
         Ok(cell.get_or_init(|| made).as_ref())
     }

@@ -52,7 +52,7 @@ use dipu_deviceapi::Result;
 use dipu_stream::{DeviceContext, Stream};
 
 pub use config::{Algorithm, AllocatorConfig, ENV_ALGORITHM, ENV_CONF, ENV_CONF_ALIAS};
-pub use devices::DeviceAllocators;
+pub use devices::{AllocatorWrapper, DeviceAllocators};
 pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
 pub use segments::{SegmentMap, SegmentRange};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};

@@ -1,6 +1,6 @@
 //! The memory checker (`DIPU_MEM_CHECK`): switch it on, write its report.
 
-use crate::status::{dipu_status, ffi_boundary};
+use crate::status::{dipu_status, ffi_boundary, write_out};
 
 /// Switches the memory checker on (as DIPU_MEM_CHECK=1 does when the
 /// runtime is created), capturing a backtrace at every allocation and free
@@ -28,6 +28,34 @@ pub extern "C" fn dipu_memcheck_enable(backtraces: i32) -> dipu_status {
 pub extern "C" fn dipu_memcheck_report() -> dipu_status {
     ffi_boundary!("dipu_memcheck_report", {
         dipu_runtime::memcheck::report().write();
+        Ok(())
+    })
+}
+
+/// Checks the memory checker's guard bytes (DIPU_MEM_CHECK_GUARD_BYTES)
+/// now: synchronizes each device with guarded allocations, then checks the
+/// guards of every live allocation and of the frees still waiting for
+/// their streams. Each overwritten guard is reported once (logged, and
+/// kept for dipu_memcheck_report and the exit report; with
+/// DIPU_MEM_CHECK_ABORT=1 the process aborts). Stores in `*violations`
+/// (when not NULL) how many this call reported. Without a runtime, or
+/// with guards off, nothing is checked and 0 is stored.
+/// Errors: a vendor's status from the synchronize or the copies.
+/// Thread-safe.
+///
+/// # Safety
+/// `violations` must be NULL or valid for writing a size_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_memcheck_check_all(violations: *mut usize) -> dipu_status {
+    ffi_boundary!("dipu_memcheck_check_all", {
+        let found = match dipu_runtime::is_initialized() {
+            true => dipu_runtime::get()?.check_guards()?,
+            false => 0,
+        };
+        if !violations.is_null() {
+            // SAFETY: not NULL, and valid for writing by the caller's contract.
+            unsafe { write_out(violations, "violations", found)? };
+        }
         Ok(())
     })
 }

@@ -338,6 +338,57 @@ fn memcheck_reports_c_bad_frees_with_both_backtraces() {
     assert!(log.contains("\n2 blocks, "), "{log}");
 }
 
+/// Runs `tests/c/guards.c` with the checker, 16 guard bytes and
+/// `DIPU_MEM_CHECK_ABORT=abort`; returns its output and the checker's log.
+fn run_guards(abort: &str) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with(dir.path(), "gcc", "c11", "guards.c", &["-O0", "-rdynamic"]);
+    let log = dir.path().join("memcheck.log");
+    let out = Command::new(&exe)
+        .env_remove("DIPU_VENDOR")
+        .env("DIPU_MEM_CHECK", "1")
+        .env("DIPU_MEM_CHECK_ENABLE_BACKTRACE", "1")
+        .env("DIPU_MEM_CHECK_GUARD_BYTES", "16")
+        .env("DIPU_MEM_CHECK_ABORT", abort)
+        .env("DIPU_MEM_CHECK_LOG_FILE", &log)
+        .output()
+        .expect("run guards.c");
+    let log = std::fs::read_to_string(&log).expect("the checker wrote DIPU_MEM_CHECK_LOG_FILE");
+    (out, log)
+}
+
+#[test]
+fn memcheck_check_all_reports_a_c_overflow_once() {
+    let (out, log) = run_guards("0");
+    assert_ok(&out, "guards.c");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("guards done"));
+    let line = "dipu memcheck: out-of-bounds write: the guard after the end of";
+    assert_eq!(log.matches(line).count(), 1, "{log}");
+    assert!(log.contains("offset +1002 (2 bytes past the end)"), "{log}");
+    assert!(log.contains("1000 bytes on device 0"), "{log}");
+    assert!(
+        log.contains("guards.c:"),
+        "the allocation's backtrace: {log}"
+    );
+    // The exit report counts it.
+    let report = &log[log.find("==== dipu memcheck report").expect(&log)..];
+    assert!(report.contains("out-of-bounds write"), "{report}");
+}
+
+#[test]
+fn memcheck_abort_stops_at_the_first_violation() {
+    let (out, log) = run_guards("1");
+    assert!(!out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("checked once"),
+        "aborted in the check: {stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("DIPU_MEM_CHECK_ABORT=1"), "{stderr}");
+    assert!(log.contains("offset +1002 (2 bytes past the end)"), "{log}");
+}
+
 /// A TCP port of 127.0.0.1 that was free a moment ago.
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");

@@ -16,6 +16,12 @@ pub const ENV_MAX_BLOCK: &str = "DIPU_MEM_CHECK_MAX_BLOCK";
 pub const ENV_LOG_INTERVAL: &str = "DIPU_MEM_CHECK_LOG_INTERVAL";
 /// `DIPU_MEM_CHECK_LOG_FILE`: where reports go (default stderr).
 pub const ENV_LOG_FILE: &str = "DIPU_MEM_CHECK_LOG_FILE";
+/// `DIPU_MEM_CHECK_GUARD_BYTES`: guard bytes before and after every device
+/// allocation (default 0: no guards).
+pub const ENV_GUARD_BYTES: &str = "DIPU_MEM_CHECK_GUARD_BYTES";
+/// `DIPU_MEM_CHECK_ABORT`: `1`/`true` aborts the process at the first
+/// guard violation, after writing it.
+pub const ENV_ABORT: &str = "DIPU_MEM_CHECK_ABORT";
 
 /// The checker's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +36,12 @@ pub struct Config {
     pub log_interval: usize,
     /// `DIPU_MEM_CHECK_LOG_FILE` (default: stderr).
     pub log_file: Option<PathBuf>,
+    /// `DIPU_MEM_CHECK_GUARD_BYTES` (unset: keep the current setting,
+    /// initially 0, off; see [`crate::set_options`]).
+    pub guard_bytes: Option<usize>,
+    /// `DIPU_MEM_CHECK_ABORT` (unset: keep the current setting, initially
+    /// false).
+    pub abort_on_violation: Option<bool>,
 }
 
 impl Default for Config {
@@ -40,6 +52,8 @@ impl Default for Config {
             max_block: 10_000,
             log_interval: 1000,
             log_file: None,
+            guard_bytes: None,
+            abort_on_violation: None,
         }
     }
 }
@@ -71,6 +85,16 @@ fn parse_count(name: &str, value: &str, min: usize) -> Result<usize> {
     }
 }
 
+/// Parses `DIPU_MEM_CHECK_GUARD_BYTES`: 0 to [`crate::MAX_GUARD_BYTES`].
+fn parse_guard_bytes(value: &str) -> Result<usize> {
+    let n = parse_count(ENV_GUARD_BYTES, value, 0)?;
+    if n > crate::guard::MAX_GUARD_BYTES {
+        let accepted = format!("an integer from 0 to {}", crate::guard::MAX_GUARD_BYTES);
+        return Err(bad(ENV_GUARD_BYTES, value, &accepted));
+    }
+    Ok(n)
+}
+
 impl Config {
     /// The settings from the environment (unset: the defaults).
     /// `InvalidConfig`, naming the variable, for a bad value.
@@ -88,6 +112,12 @@ impl Config {
         if let Some(v) = var(ENV_LOG_INTERVAL) {
             c.log_interval = parse_count(ENV_LOG_INTERVAL, &v, 1)?;
         }
+        if let Some(v) = var(ENV_GUARD_BYTES) {
+            c.guard_bytes = Some(parse_guard_bytes(&v)?);
+        }
+        if let Some(v) = var(ENV_ABORT) {
+            c.abort_on_violation = Some(parse_bool(ENV_ABORT, &v)?);
+        }
         c.log_file = var(ENV_LOG_FILE)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
@@ -98,6 +128,11 @@ impl Config {
     /// (never off).
     pub fn apply(&self) {
         crate::state::set_limits(self.max_block, self.log_interval, self.log_file.clone());
+        crate::guard::set_options(
+            self.guard_bytes.unwrap_or_else(crate::guard_bytes),
+            self.abort_on_violation
+                .unwrap_or_else(crate::abort_on_violation),
+        );
         if self.enabled {
             MemCheck::enable(self.backtraces);
         }
@@ -121,5 +156,17 @@ mod tests {
         let e = parse_count("DIPU_MEM_CHECK_LOG_INTERVAL", "0", 1).unwrap_err();
         assert!(e.to_string().contains("DIPU_MEM_CHECK_LOG_INTERVAL"), "{e}");
         assert!(parse_count("X", "-3", 0).is_err());
+    }
+
+    #[test]
+    fn guard_bytes_are_bounded() {
+        assert_eq!(parse_guard_bytes("0").unwrap(), 0);
+        assert_eq!(parse_guard_bytes(" 64 ").unwrap(), 64);
+        assert_eq!(parse_guard_bytes("1048576").unwrap(), 1 << 20);
+        for bad in ["1048577", "-1", "lots", ""] {
+            let e = parse_guard_bytes(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+            assert!(e.to_string().contains(ENV_GUARD_BYTES), "{e}");
+        }
     }
 }

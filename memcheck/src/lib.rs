@@ -9,6 +9,12 @@
 //! second free shows both sides, and writes a [`Report`] of the leaks at
 //! shutdown, on demand ([`report`]) and at process exit.
 //!
+//! With `DIPU_MEM_CHECK_GUARD_BYTES=N` the runtime also puts guard bytes
+//! filled with [`GUARD_PATTERN`] around every device allocation and hands
+//! them back at free (and on demand); [`on_guard_violation`] judges them
+//! and reports an overwritten side ([`GuardViolation`]) as an
+//! `out-of-bounds write` with the allocation's and the free's backtraces.
+//!
 //! When disabled the allocation path pays one relaxed atomic load
 //! ([`enabled`]) and nothing else. Backtraces are captured unresolved
 //! (return addresses, by a caching unwinder where there is one: under a
@@ -26,6 +32,7 @@
 //! ```
 
 mod config;
+mod guard;
 mod report;
 mod state;
 mod unwind;
@@ -33,7 +40,12 @@ mod unwind;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use config::{
-    Config, ENV_BACKTRACE, ENV_LOG_FILE, ENV_LOG_INTERVAL, ENV_MAX_BLOCK, ENV_MEM_CHECK,
+    Config, ENV_ABORT, ENV_BACKTRACE, ENV_GUARD_BYTES, ENV_LOG_FILE, ENV_LOG_INTERVAL,
+    ENV_MAX_BLOCK, ENV_MEM_CHECK,
+};
+pub use guard::{
+    abort_on_violation, find_bad_byte, guard_bytes, on_guard_violation, set_options,
+    GuardViolation, Side, GUARD_PATTERN, MAX_GUARD_BYTES,
 };
 pub use report::{Block, Frame, LeakGroup, Report, Violation};
 pub use state::{check_access, on_alloc, on_bad_free, on_free, records_count, MAX_FRAMES};

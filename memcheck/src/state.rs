@@ -448,3 +448,41 @@ pub(crate) fn register_at_exit() {
         }
     });
 }
+
+/// The allocation at `ptr` (live or recently freed) as a guard violation
+/// names it: its description, the free's sequence number and thread, and
+/// the backtraces of its allocation and free. `None` when the checker does
+/// not know it.
+pub(crate) fn allocation_story(ptr: usize) -> Option<String> {
+    let s = shard(ptr).lock();
+    let e = s.map.get(&ptr)?;
+    let free = match &e.free {
+        Some(f) => format!(
+            "; freed (free #{} by thread {}){}",
+            f.seq,
+            report::thread_name(f.thread),
+            trace("freed at", f.backtrace.as_deref())
+        ),
+        None => "; still live".to_owned(),
+    };
+    Some(format!(
+        "allocation {}{free}{}",
+        describe(ptr, &e.record),
+        trace("allocated at", e.record.backtrace.as_deref()),
+    ))
+}
+
+/// Logs a violation found by a check (not by a call: no backtrace of the
+/// checking point) and keeps it for the report.
+pub(crate) fn record_violation(kind: &str, message: String) {
+    let line = format!("dipu memcheck: {kind}: {message}\n");
+    tracing::error!("{}", line.trim_end());
+    write_log(&line);
+    let mut v = VIOLATIONS.lock();
+    if v.len() < MAX_VIOLATIONS {
+        v.push(Violation {
+            kind: kind.to_owned(),
+            message,
+        });
+    }
+}

@@ -37,6 +37,7 @@ fn warns_once_per_interval_beyond_the_limit_and_keeps_working() {
         max_block: 5,
         log_interval: 10,
         log_file: None,
+        ..Config::default()
     }
     .apply();
 

@@ -29,6 +29,7 @@ mod accumulated;
 mod buffer;
 mod copies;
 mod global;
+mod guard;
 mod live;
 mod options;
 mod report;

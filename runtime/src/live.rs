@@ -81,6 +81,15 @@ impl Runtime {
                         })
                 })
             })
+            .filter_map(|a| match self.guard_sizes {
+                // The allocator's blocks hold the guards: the user's
+                // allocation starts after the front one (a block waiting
+                // for its guard check is not live).
+                Some(g) => self
+                    .find_allocation((a.addr + g.front) as *const c_void)
+                    .filter(|l| l.addr == a.addr + g.front),
+                None => Some(a),
+            })
             .collect();
         all.sort_by_key(|a| a.addr);
         all

@@ -76,6 +76,12 @@ impl Runtime {
                     .push(e.context(format_args!("synchronizing device {device}")));
             }
         }
+        // Guard violations go into the checker's report below.
+        if let Err(e) = self.check_guards() {
+            report
+                .errors
+                .push(e.context("checking the memory checker's guard bytes"));
+        }
         for alloc in self.allocators.created() {
             let device = alloc.device();
             if let Err(e) = alloc.empty_cache() {

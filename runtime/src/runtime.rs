@@ -42,6 +42,10 @@ pub struct Runtime {
     pub(crate) generators: Generators,
     pub(crate) baselines: Baselines,
     pub(crate) host_baselines: Baselines,
+    /// The guard sizes when the memory checker's guards are on.
+    pub(crate) guard_sizes: Option<crate::guard::GuardSizes>,
+    /// The guarded allocators made so far (empty without guards).
+    pub(crate) guards: crate::guard::GuardList,
 }
 
 impl fmt::Debug for Runtime {
@@ -74,9 +78,20 @@ impl Runtime {
             host_algorithm = o.host_algorithm.name(),
             "dipu runtime created"
         );
+        let mut allocators = DeviceAllocators::new(ctx, o.algorithm, o.alloc_conf.clone());
+        let guards = crate::guard::GuardList::default();
+        let guard_bytes = dipu_memcheck::guard_bytes();
+        let guard_sizes = (dipu_memcheck::enabled() && guard_bytes > 0)
+            .then(|| crate::guard::GuardSizes::new(guard_bytes));
+        if let Some(sizes) = guard_sizes {
+            let wrap = crate::guard::wrapper(ctx, sizes, Arc::clone(&guards));
+            allocators = allocators.with_wrapper(wrap);
+        }
         Ok(Arc::new(Runtime {
             spec: o.vendor,
-            allocators: DeviceAllocators::new(ctx, o.algorithm, o.alloc_conf.clone()),
+            allocators,
+            guard_sizes,
+            guards,
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
             generators: Generators::new(ctx.device_count()),
@@ -318,6 +333,27 @@ impl Runtime {
     pub fn record_host_event_raw(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
         self.check_stream(&stream, "record_event")?;
         self.host.record_event(ptr, stream)
+    }
+
+    /// Checks the memory checker's guard bytes now: synchronizes each
+    /// device with guarded allocations, checks the guards of the frees
+    /// waiting for their streams (and releases them) and of every live
+    /// allocation, and reports each overwritten side not reported before.
+    /// Returns the violations found by this call (0 without guards).
+    pub fn check_guards(&self) -> Result<usize> {
+        let list: Vec<_> = self.guards.lock().clone();
+        let mut found = 0;
+        for g in list {
+            found += g.check_all()?;
+        }
+        Ok(found)
+    }
+
+    /// The guard bytes each side of a device allocation has (the one
+    /// before the pointer rounded up to the allocators' 512-byte
+    /// alignment), or `None` when guards are off for this runtime.
+    pub fn guard_bytes(&self) -> Option<(usize, usize)> {
+        self.guard_sizes.map(|s| (s.front, s.back))
     }
 
     /// Gives `device`'s cached, unused memory back to the vendor.

@@ -1,0 +1,429 @@
+//! Guard bytes around device allocations (`DIPU_MEM_CHECK_GUARD_BYTES`):
+//! a wrapper around each device allocator that asks for the guards on top
+//! of every request, fills them with [`GUARD_PATTERN`] on the allocation's
+//! stream, and at free queues the copy of the guards back to the host on
+//! that stream (after the work queued on the other streams that used the
+//! block), gives the block back to the allocator at once (stream order
+//! keeps its next user behind the copy), and has the memory checker judge
+//! the copy once an event after it has completed.
+//!
+//! Only runtimes created with the checker on and guards asked for use it:
+//! without guards the allocators are not wrapped and their path is
+//! unchanged.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use dipu_allocator::{
+    Algorithm, Allocation, AllocatorWrapper, DeviceAllocator, DeviceStats, LiveBlock, Snapshot,
+};
+use dipu_deviceapi::{CopyKind, Error, Result};
+use dipu_memcheck::{GuardViolation, Side, GUARD_PATTERN};
+use dipu_stream::{DeviceContext, DeviceGuard, PooledEvent, Stream};
+use parking_lot::Mutex;
+
+/// The allocators' alignment: the guard before a buffer is rounded up to
+/// it, so the user's pointer keeps the alignment of an unguarded one.
+pub(crate) const ALIGN: usize = 512;
+
+/// The sizes of the two guards for `guard_bytes` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GuardSizes {
+    /// Before the user's pointer: `guard_bytes` rounded up to [`ALIGN`].
+    pub(crate) front: usize,
+    /// After the user's last byte: `guard_bytes`.
+    pub(crate) back: usize,
+}
+
+impl GuardSizes {
+    pub(crate) fn new(guard_bytes: usize) -> GuardSizes {
+        GuardSizes {
+            front: guard_bytes.div_ceil(ALIGN) * ALIGN,
+            back: guard_bytes,
+        }
+    }
+}
+
+/// A live guarded allocation, by the user's pointer.
+struct Live {
+    bytes: usize,
+    stream: Stream,
+    /// Other streams that used it (`record_stream`).
+    streams: Vec<Stream>,
+    /// Sides already reported (each is reported once).
+    reported: [bool; 2],
+}
+
+/// A freed allocation whose guards are being copied back on its stream.
+struct Pending {
+    user: usize,
+    live: Live,
+    /// Where the guards are copied (front, then back); its heap buffer
+    /// stays put while the copy runs.
+    copy: Vec<u8>,
+    /// Recorded on the allocation's stream after the copy.
+    done: PooledEvent,
+}
+
+#[derive(Default)]
+struct State {
+    live: HashMap<usize, Live>,
+    pending: Vec<Pending>,
+}
+
+/// One device's guarded allocator: the shared part, also held by the
+/// runtime's list for [`crate::Runtime::check_guards`].
+pub(crate) struct Guarded {
+    inner: Box<dyn DeviceAllocator>,
+    ctx: &'static DeviceContext,
+    sizes: GuardSizes,
+    state: Mutex<State>,
+}
+
+/// The guarded allocators a runtime made, for checks of every live guard.
+pub(crate) type GuardList = Arc<Mutex<Vec<Arc<Guarded>>>>;
+
+/// The wrapper that guards each allocator of `ctx` and lists it in `list`.
+pub(crate) fn wrapper(
+    ctx: &'static DeviceContext,
+    sizes: GuardSizes,
+    list: GuardList,
+) -> AllocatorWrapper {
+    Arc::new(move |_device, inner| {
+        let g = Arc::new(Guarded {
+            inner,
+            ctx,
+            sizes,
+            state: Mutex::default(),
+        });
+        list.lock().push(Arc::clone(&g));
+        Box::new(Handle(g))
+    })
+}
+
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Before => 0,
+        Side::After => 1,
+    }
+}
+
+impl Guarded {
+    fn device(&self) -> i32 {
+        self.inner.device()
+    }
+
+    /// Queues on the allocation's stream, after the work queued so far on
+    /// the streams that used it, the copy of both guards to the host;
+    /// returns the host buffer and an event recorded after the copy. The
+    /// block can then go back to the allocator: its next user's work on
+    /// that stream runs after the copy (stream order), as without guards.
+    fn copy_back(&self, user: usize, live: &Live) -> Result<(Vec<u8>, PooledEvent)> {
+        let GuardSizes { front, back } = self.sizes;
+        let stream = &live.stream;
+        for other in &live.streams {
+            let e = self.ctx.pooled_event(other.device())?;
+            e.record(other)?;
+            e.block(stream)?;
+        }
+        let mut copy = vec![0u8; front + back];
+        let _g = DeviceGuard::new(self.ctx, self.device())?;
+        let queued = (|| {
+            for (dst, src, len) in [(0, user - front, front), (front, user + live.bytes, back)] {
+                if len == 0 {
+                    continue;
+                }
+                // SAFETY: `src..src + len` is a guard inside the block,
+                // which is not given back before this copy is queued;
+                // `copy` has room for both guards and outlives the copy: it
+                // is kept (its heap buffer unmoved) in the pending free
+                // until `done` has completed, or the stream is synchronized
+                // below before it is dropped.
+                unsafe {
+                    self.ctx.api().memcpy_async(
+                        copy.as_mut_ptr().add(dst).cast(),
+                        src as *const c_void,
+                        len,
+                        CopyKind::DeviceToHost,
+                        stream.raw(),
+                    )?
+                };
+            }
+            let done = self.ctx.pooled_event(self.device())?;
+            done.record(stream)?;
+            Ok::<_, Error>(done)
+        })();
+        match queued {
+            Ok(done) => Ok((copy, done)),
+            Err(e) => {
+                // A copy may be queued: let it finish before `copy` goes.
+                let _ = stream.synchronize();
+                Err(e)
+            }
+        }
+    }
+
+    /// Copies `bytes` of device memory at `addr` back to the host.
+    fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
+        let mut host = vec![0u8; bytes];
+        let _g = DeviceGuard::new(self.ctx, self.device())?;
+        // SAFETY: `addr..addr + bytes` lies inside a block this allocator
+        // holds (a guard), and `host` has room for `bytes` bytes.
+        unsafe {
+            self.ctx.api().memcpy(
+                host.as_mut_ptr().cast(),
+                addr as *const c_void,
+                bytes,
+                CopyKind::DeviceToHost,
+            )?
+        };
+        Ok(host)
+    }
+
+    /// Copies both guards of the live allocation at `user` back now and
+    /// reports each overwritten side not reported yet; returns how many.
+    fn check(&self, user: usize, live: &mut Live) -> Result<usize> {
+        let GuardSizes { front, back } = self.sizes;
+        let before = self.read(user - front, front)?;
+        let after = self.read(user + live.bytes, back)?;
+        Ok(self.judge(user, live, [&before, &after], false))
+    }
+
+    /// Reports each side of `guards` (before, after) that is overwritten
+    /// and not reported yet; returns how many it reported.
+    fn judge(&self, user: usize, live: &mut Live, guards: [&[u8]; 2], at_free: bool) -> usize {
+        let mut found = 0;
+        for (side, guard) in [(Side::Before, guards[0]), (Side::After, guards[1])] {
+            if guard.is_empty() || live.reported[side_index(side)] {
+                continue;
+            }
+            let v = GuardViolation {
+                ptr: user,
+                size: live.bytes,
+                device: self.device(),
+                stream: live.stream.id(),
+                side,
+                guard: guard.to_vec(),
+                at_free,
+            };
+            if dipu_memcheck::on_guard_violation(&v) {
+                live.reported[side_index(side)] = true;
+                found += 1;
+            }
+        }
+        found
+    }
+
+    /// Checks the guards copied back by the frees whose copies are done
+    /// (every pending free, after waiting, when `wait`); returns the
+    /// violations reported.
+    fn settle(&self, state: &mut State, wait: bool) -> Result<usize> {
+        let mut found = 0;
+        let mut i = 0;
+        while i < state.pending.len() {
+            let p = &state.pending[i];
+            let ready = if wait {
+                p.done.synchronize()?;
+                true
+            } else {
+                p.done.query()?
+            };
+            if !ready {
+                i += 1;
+                continue;
+            }
+            let mut p = state.pending.swap_remove(i);
+            let (front, back) = p.copy.split_at(self.sizes.front);
+            found += self.judge(p.user, &mut p.live, [front, back], true);
+        }
+        Ok(found)
+    }
+
+    /// Checks every pending free (after waiting for its streams) and every
+    /// live allocation (after synchronizing the device); returns the
+    /// violations reported.
+    pub(crate) fn check_all(&self) -> Result<usize> {
+        self.ctx.synchronize_device(self.device())?;
+        let mut state = self.state.lock();
+        let mut found = self.settle(&mut state, true)?;
+        let users: Vec<usize> = state.live.keys().copied().collect();
+        for user in users {
+            if let Some(mut live) = state.live.remove(&user) {
+                let r = self.check(user, &mut live);
+                state.live.insert(user, live);
+                found += r?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // The pending copies write into buffers freed with this.
+        for p in &self.state.get_mut().pending {
+            let _ = p.done.synchronize();
+        }
+    }
+}
+
+/// The [`DeviceAllocator`] the runtime uses in place of the wrapped one.
+struct Handle(Arc<Guarded>);
+
+impl DeviceAllocator for Handle {
+    fn device(&self) -> i32 {
+        self.0.device()
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        self.0.inner.algorithm()
+    }
+
+    fn allocate(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
+        let g = &*self.0;
+        if bytes == 0 {
+            return g.inner.allocate(0, stream);
+        }
+        let GuardSizes { front, back } = g.sizes;
+        let total = bytes
+            .checked_add(front + back)
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Error::new(
+                    dipu_deviceapi::ErrorKind::OutOfMemory,
+                    format!("{bytes} bytes and their guards is more than any allocation can hold"),
+                )
+            })?;
+        let a = g.inner.allocate(total, stream)?;
+        let base = a.ptr as usize;
+        let user = base + front;
+        let filled = (|| {
+            let _d = DeviceGuard::new(g.ctx, a.device)?;
+            for (addr, len) in [(base, front), (user + bytes, back)] {
+                if len > 0 {
+                    // SAFETY: `addr..addr + len` lies inside the block just
+                    // allocated (`total` bytes from `base`), which nobody
+                    // else has yet.
+                    unsafe {
+                        g.ctx.api().memset_async(
+                            addr as *mut c_void,
+                            GUARD_PATTERN,
+                            len,
+                            stream.raw(),
+                        )?
+                    };
+                }
+            }
+            Ok::<(), Error>(())
+        })();
+        if let Err(e) = filled {
+            let _ = g.inner.free(a.ptr);
+            return Err(e.context("filling the memory checker's guard bytes"));
+        }
+        let mut state = g.state.lock();
+        if !state.pending.is_empty() {
+            // A free of this very pointer still being checked is finished
+            // first, so that its report names that allocation, not this one.
+            let wait = state.pending.iter().any(|p| p.user == user);
+            // A failed check is logged; the allocation stands.
+            if let Err(e) = g.settle(&mut state, wait) {
+                tracing::warn!("dipu memcheck: checking the guards of freed blocks: {e}");
+            }
+        }
+        state.live.insert(
+            user,
+            Live {
+                bytes,
+                stream,
+                streams: Vec::new(),
+                reported: [false; 2],
+            },
+        );
+        Ok(Allocation {
+            ptr: user as *mut c_void,
+            size: bytes,
+            ..a
+        })
+    }
+
+    fn free(&self, ptr: *mut c_void) -> Result<()> {
+        let g = &*self.0;
+        let user = ptr as usize;
+        let mut state = g.state.lock();
+        let Some(live) = state.live.remove(&user) else {
+            return Err(Error::invalid_argument(format!(
+                "{ptr:p} is not a live allocation of device {}'s allocator",
+                g.device()
+            )));
+        };
+        match g.copy_back(user, &live) {
+            Ok((copy, done)) => {
+                if let Err(e) = g.inner.free((user - g.sizes.front) as *mut c_void) {
+                    // The copy writes into `copy`: let it finish first.
+                    let _ = done.synchronize();
+                    state.live.insert(user, live);
+                    return Err(e);
+                }
+                state.pending.push(Pending {
+                    user,
+                    live,
+                    copy,
+                    done,
+                });
+                g.settle(&mut state, false).map(|_| ())
+            }
+            Err(e) => {
+                state.live.insert(user, live);
+                Err(e.context("copying the memory checker's guard bytes back"))
+            }
+        }
+    }
+
+    fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
+        let mut state = self.0.state.lock();
+        let Some(live) = state.live.get_mut(&(ptr as usize)) else {
+            return Err(Error::invalid_argument(format!(
+                "record_stream: {ptr:p} is not a live allocation"
+            )));
+        };
+        if live.stream != stream && !live.streams.contains(&stream) {
+            live.streams.push(stream);
+        }
+        Ok(())
+    }
+
+    fn find(&self, addr: usize) -> Option<LiveBlock> {
+        let g = &*self.0;
+        let b = g.inner.find(addr)?;
+        let user = b.addr + g.sizes.front;
+        let state = g.state.lock();
+        let live = state.live.get(&user)?;
+        (addr >= user && addr < user + live.bytes).then_some(LiveBlock {
+            addr: user,
+            requested: live.bytes,
+        })
+    }
+
+    fn empty_cache(&self) -> Result<()> {
+        let g = &*self.0;
+        g.settle(&mut g.state.lock(), true)?;
+        g.inner.empty_cache()
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.0.inner.stats()
+    }
+
+    fn reset_peak_stats(&self) {
+        self.0.inner.reset_peak_stats()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.0.inner.snapshot()
+    }
+
+    fn set_memory_fraction(&self, fraction: f64) -> Result<()> {
+        self.0.inner.set_memory_fraction(fraction)
+    }
+}

@@ -1,0 +1,309 @@
+//! The memory checker's guard bytes (`DIPU_MEM_CHECK_GUARD_BYTES`): an
+//! asynchronous copy on another stream that writes one byte past the end
+//! or before the start of an allocation is reported once, with the right
+//! allocation and side, under every allocator algorithm; clean work is
+//! not reported; the user's pointer and size are unchanged. The checker is
+//! process-global: every test holds `LOCK`.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use dipu_runtime::memcheck::{self, MemCheck, Side};
+use dipu_runtime::{Algorithm, AllocatorConfig, CopyKind, Runtime, RuntimeOptions, Stream};
+use parking_lot::{Mutex, MutexGuard};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+const GUARD: usize = 64;
+
+/// Holds the lock with the checker on (backtraces on) and guards of
+/// `GUARD` bytes; off and cleared when dropped.
+struct Guarded(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Guarded {
+    fn new() -> Guarded {
+        let g = LOCK.lock();
+        MemCheck::disable();
+        MemCheck::clear();
+        memcheck::set_options(GUARD, false);
+        MemCheck::enable(true);
+        Guarded(g)
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        MemCheck::disable();
+        MemCheck::clear();
+        memcheck::set_options(0, false);
+    }
+}
+
+/// Every algorithm, and expandable segments under TORCH and BF.
+fn setups() -> Vec<(Algorithm, bool)> {
+    let mut v: Vec<(Algorithm, bool)> = [
+        Algorithm::Torch,
+        Algorithm::BestFit,
+        Algorithm::BinSize,
+        Algorithm::Raw,
+    ]
+    .into_iter()
+    .map(|a| (a, false))
+    .collect();
+    v.push((Algorithm::Torch, true));
+    v.push((Algorithm::BestFit, true));
+    v
+}
+
+fn runtime(algorithm: Algorithm, expandable: bool) -> Arc<Runtime> {
+    let conf = AllocatorConfig {
+        expandable_segments: expandable,
+        ..AllocatorConfig::default()
+    };
+    Runtime::new(
+        RuntimeOptions::default()
+            .with_algorithm(algorithm)
+            .with_alloc_conf(conf),
+    )
+    .unwrap()
+}
+
+/// The byte a buggy kernel writes.
+static BAD: [u8; 1] = [0xAB];
+
+/// Queues on `stream` a one-byte copy to `dst`, straight through the
+/// vendor (as a buggy kernel would write: no range check).
+fn stray_write(rt: &Runtime, dst: usize, stream: &Stream) {
+    // SAFETY: `dst` is inside a block the allocator holds (a guard byte),
+    // and `BAD` is a static that outlives the copy.
+    unsafe {
+        rt.api()
+            .memcpy_async(
+                dst as *mut c_void,
+                BAD.as_ptr().cast(),
+                1,
+                CopyKind::HostToDevice,
+                stream.raw(),
+            )
+            .unwrap()
+    };
+}
+
+/// The out-of-bounds writes reported for the allocation at `ptr`.
+fn violations_of(ptr: *mut c_void) -> Vec<String> {
+    let name = "the guard ";
+    let at = format!("of {:#x} was overwritten", ptr as usize);
+    memcheck::report()
+        .violations
+        .into_iter()
+        .filter(|v| v.kind == "out-of-bounds write" && v.message.contains(&at))
+        .map(|v| {
+            assert!(v.message.starts_with(name), "{}", v.message);
+            v.message
+        })
+        .collect()
+}
+
+/// Allocates `size` bytes on `alloc_stream`, lets `other` use it
+/// (`record_stream`), writes one stray byte on `other` at the side's
+/// first outside byte, frees, and checks.
+fn overwrite(rt: &Runtime, side: Side, size: usize) -> (*mut c_void, Vec<String>) {
+    let ctx = rt.context();
+    let alloc_stream = ctx.stream_from_pool(0, false).unwrap();
+    let other = ctx.new_stream(0, 0).unwrap();
+    let p = rt.allocate_raw(size, alloc_stream).unwrap();
+    assert_eq!(
+        p as usize % 256,
+        0,
+        "the user's pointer keeps its alignment"
+    );
+    let found = rt.find_allocation(p).unwrap();
+    assert_eq!(
+        (found.addr, found.len),
+        (p as usize, size),
+        "pointer and size unchanged"
+    );
+    rt.record_stream_raw(p, other).unwrap();
+    let dst = match side {
+        Side::After => p as usize + size,
+        Side::Before => p as usize - 1,
+    };
+    assert!(
+        rt.find_allocation(dst as *const c_void).is_none(),
+        "a guard is not the user's"
+    );
+    // `other` waits for the allocation's stream (as a framework orders a
+    // tensor's use after its producer), then writes the stray byte.
+    let ready = ctx.pooled_event(0).unwrap();
+    ready.record(&alloc_stream).unwrap();
+    ready.block(&other).unwrap();
+    stray_write(rt, dst, &other);
+    rt.free_raw(0, p).unwrap();
+    // Found at the free (when the copy back is done: by this free's own
+    // poll, or by this check, which waits for it).
+    rt.check_guards().unwrap();
+    assert_eq!(rt.check_guards().unwrap(), 0, "nothing new the second time");
+    (p, violations_of(p))
+}
+
+#[test]
+fn a_byte_past_the_end_is_reported_once_with_its_allocation() {
+    let _g = Guarded::new();
+    for (algorithm, expandable) in setups() {
+        let rt = runtime(algorithm, expandable);
+        assert_eq!(rt.guard_bytes(), Some((512, GUARD)));
+        let (p, v) = overwrite(&rt, Side::After, 1000);
+        let what = format!("{algorithm} expandable={expandable}");
+        assert_eq!(v.len(), 1, "{what}: {v:?}");
+        let m = &v[0];
+        assert!(m.contains("the guard after the end of"), "{what}: {m}");
+        assert!(
+            m.contains("offset +1000 (0 bytes past the end)"),
+            "{what}: {m}"
+        );
+        assert!(m.contains("bytes found from there: ab fd"), "{what}: {m}");
+        assert!(m.contains("1000 bytes on device 0"), "{what}: {m}");
+        assert!(m.contains("found at its free"), "{what}: {m}");
+        assert!(
+            m.contains("allocated at:") && m.contains("freed at:"),
+            "{what}: {m}"
+        );
+        assert!(m.contains(&format!("{:#x}", p as usize)), "{what}: {m}");
+        rt.release_and_report();
+    }
+}
+
+#[test]
+fn a_byte_before_the_start_is_reported_once_with_its_allocation() {
+    let _g = Guarded::new();
+    for (algorithm, expandable) in setups() {
+        let rt = runtime(algorithm, expandable);
+        let (_, v) = overwrite(&rt, Side::Before, 4096);
+        let what = format!("{algorithm} expandable={expandable}");
+        assert_eq!(v.len(), 1, "{what}: {v:?}");
+        let m = &v[0];
+        assert!(m.contains("the guard before the start of"), "{what}: {m}");
+        assert!(
+            m.contains("offset -1 (1 bytes before the start)"),
+            "{what}: {m}"
+        );
+        assert!(
+            m.contains("bytes found from there: ab (expected"),
+            "{what}: {m}"
+        );
+        assert!(m.contains("4096 bytes on device 0"), "{what}: {m}");
+        rt.release_and_report();
+    }
+}
+
+#[test]
+fn a_live_overwrite_is_found_by_a_check_and_not_again_at_free() {
+    let _g = Guarded::new();
+    let rt = runtime(Algorithm::BestFit, false);
+    let s = rt.context().stream_from_pool(0, false).unwrap();
+    let p = rt.allocate_raw(300, s).unwrap();
+    stray_write(&rt, p as usize + 300 + 5, &s);
+    assert_eq!(rt.check_guards().unwrap(), 1);
+    let v = violations_of(p);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].contains("found by a check"), "{}", v[0]);
+    assert!(
+        v[0].contains("offset +305 (5 bytes past the end)"),
+        "{}",
+        v[0]
+    );
+    assert!(v[0].contains("still live"), "{}", v[0]);
+    rt.free_raw(0, p).unwrap();
+    assert_eq!(rt.check_guards().unwrap(), 0);
+    assert_eq!(violations_of(p).len(), 1, "reported once");
+    let report = rt.release_and_report();
+    assert!(report.is_clean(), "{report:?}");
+    assert!(!report.memcheck.unwrap().violations.is_empty());
+}
+
+#[test]
+fn clean_work_on_several_streams_reports_nothing() {
+    let _g = Guarded::new();
+    for (algorithm, expandable) in setups() {
+        let rt = runtime(algorithm, expandable);
+        let ctx = rt.context();
+        let a = ctx.stream_from_pool(0, false).unwrap();
+        let b = ctx.new_stream(0, 0).unwrap();
+        let mut live = Vec::new();
+        for i in 0..200usize {
+            let size = 1 + (i * 7919) % 70_000;
+            let p = rt.allocate_raw(size, a).unwrap();
+            // Fill exactly the user's bytes, on the other stream, after the
+            // allocation's stream (as a framework orders a consumer).
+            rt.record_stream_raw(p, b).unwrap();
+            let ready = ctx.pooled_event(0).unwrap();
+            ready.record(&a).unwrap();
+            ready.block(&b).unwrap();
+            // SAFETY: `p..p + size` is the live allocation just made.
+            unsafe { rt.api().memset_async(p, 0xAB, size, b.raw()).unwrap() };
+            live.push(p);
+            if i % 3 == 0 {
+                rt.free_raw(0, live.swap_remove(0)).unwrap();
+            }
+        }
+        assert_eq!(rt.check_guards().unwrap(), 0, "{algorithm}");
+        for p in live {
+            rt.free_raw(0, p).unwrap();
+        }
+        let report = rt.release_and_report();
+        assert!(report.is_clean(), "{algorithm}: {report:?}");
+        let r = report.memcheck.unwrap();
+        assert!(r.violations.is_empty(), "{algorithm}: {:?}", r.violations);
+        let stats = rt.stats(0).unwrap();
+        assert_eq!(
+            stats.allocation.current, 0,
+            "{algorithm}: guarded blocks all given back"
+        );
+    }
+}
+
+#[test]
+fn statistics_count_the_guards_and_frees_at_once() {
+    let _g = Guarded::new();
+    for (algorithm, expandable) in setups() {
+        let rt = runtime(algorithm, expandable);
+        let s = rt.context().stream_from_pool(0, false).unwrap();
+        let p = rt.allocate_raw(1000, s).unwrap();
+        let stats = rt.stats(0).unwrap();
+        assert_eq!(stats.requested_bytes.current, 1000 + 512 + GUARD as u64);
+        assert_eq!(stats.allocation.current, 1);
+        rt.free_raw(0, p).unwrap();
+        let stats = rt.stats(0).unwrap();
+        assert_eq!(stats.requested_bytes.current, 0, "{algorithm}");
+        assert_eq!(stats.allocation.current, 0, "{algorithm}");
+        assert!(rt.release_and_report().is_clean());
+    }
+}
+
+#[test]
+fn threads_with_their_own_streams_report_nothing() {
+    let _g = Guarded::new();
+    let rt = runtime(Algorithm::BestFit, false);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let rt = Arc::clone(&rt);
+            std::thread::spawn(move || {
+                let s = rt.context().new_stream(0, 0).unwrap();
+                for i in 0..300usize {
+                    let size = 1 + (i * 131 + t * 17) % 20_000;
+                    let p = rt.allocate_raw(size, s).unwrap();
+                    // SAFETY: `p..p + size` is the live allocation just made.
+                    unsafe { rt.api().memset_async(p, 0xAB, size, s.raw()).unwrap() };
+                    rt.free_raw(0, p).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(rt.check_guards().unwrap(), 0);
+    let report = rt.release_and_report();
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.memcheck.unwrap().violations.is_empty());
+}
