@@ -11,11 +11,11 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::ffi::c_void;
 
 use dipu_deviceapi::{
     CommHandle, CopyKind, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle,
 };
+use dipu_vendorkit::{Buffers, Collective};
 use parking_lot::Mutex;
 
 use crate::hccl::*;
@@ -78,34 +78,6 @@ fn reduced(dtype: DataType, op: ReduceOp, what: &str) -> Result<(HcclDataType, H
         )
     })?;
     Ok((t, o))
-}
-
-/// One collective operation and its own arguments.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Collective {
-    /// `HcclAllReduce`.
-    AllReduce(ReduceOp),
-    /// `HcclBroadcast` from a root.
-    Broadcast(i32),
-    /// `HcclAllGather` (`count` is the per-rank send count).
-    AllGather,
-    /// `HcclReduceScatter` (`count` is the per-rank receive count).
-    ReduceScatter(ReduceOp),
-    /// `HcclReduce` to a root.
-    Reduce(ReduceOp, i32),
-    /// `HcclSend` (of `send`) to a peer.
-    Send(i32),
-    /// `HcclRecv` (into `recv`) from a peer.
-    Recv(i32),
-}
-
-/// The buffers of a collective: `count` elements of `dtype`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buffers {
-    pub(crate) send: *const c_void,
-    pub(crate) recv: *mut c_void,
-    pub(crate) count: usize,
-    pub(crate) dtype: DataType,
 }
 
 /// Sends and receives held back until `group_end`, without HCCL groups.

@@ -2,9 +2,10 @@
 //! collective operations, groups, and the translation of our data types
 //! and operators (CNCL has no fp64 and no average; `Min` and `Max` swap).
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int};
 
 use dipu_deviceapi::{CommHandle, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle};
+use dipu_vendorkit::{Buffers, Collective};
 
 use crate::cncl::*;
 use crate::CambriconVendor;
@@ -75,34 +76,6 @@ fn comm_ptr(comm: CommHandle) -> Result<cnclComm_t> {
         return Err(Error::invalid_argument("null CNCL communicator"));
     }
     Ok(comm.as_raw() as usize as cnclComm_t)
-}
-
-/// One collective operation and its own arguments.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Collective {
-    /// `cnclAllReduce`.
-    AllReduce(ReduceOp),
-    /// `cnclBroadcast`, or `cnclBcast` in place.
-    Broadcast(i32),
-    /// `cnclAllGather` (`count` is the per-rank send count).
-    AllGather,
-    /// `cnclReduceScatter` (`count` is the per-rank receive count).
-    ReduceScatter(ReduceOp),
-    /// `cnclReduce` to a root.
-    Reduce(ReduceOp, i32),
-    /// `cnclSend` (of `send`) to a peer.
-    Send(i32),
-    /// `cnclRecv` (into `recv`) from a peer.
-    Recv(i32),
-}
-
-/// The buffers of a collective: `count` elements of `dtype`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buffers {
-    pub(crate) send: *const c_void,
-    pub(crate) recv: *mut c_void,
-    pub(crate) count: usize,
-    pub(crate) dtype: DataType,
 }
 
 impl CambriconVendor {

@@ -2,10 +2,11 @@
 //! and the translation of our data types and operators (never cast: our
 //! `Min` is 2 and `Max` 3, NCCL's `ncclMax` is 2 and `ncclMin` 3).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{CommHandle, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle};
+use dipu_vendorkit::{Buffers, Collective};
 
 use crate::memory::cuda_stream;
 use crate::nccl::*;
@@ -87,34 +88,6 @@ fn comm_ptr(comm: CommHandle) -> Result<ncclComm_t> {
         return Err(Error::invalid_argument("null NCCL communicator"));
     }
     Ok(comm.as_raw() as usize as ncclComm_t)
-}
-
-/// One collective operation and its own arguments.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Collective {
-    /// `ncclAllReduce`.
-    AllReduce(ReduceOp),
-    /// `ncclBroadcast` from a root.
-    Broadcast(i32),
-    /// `ncclAllGather` (`count` is the per-rank send count).
-    AllGather,
-    /// `ncclReduceScatter` (`count` is the per-rank receive count).
-    ReduceScatter(ReduceOp),
-    /// `ncclReduce` to a root.
-    Reduce(ReduceOp, i32),
-    /// `ncclSend` (of `send`) to a peer.
-    Send(i32),
-    /// `ncclRecv` (into `recv`) from a peer.
-    Recv(i32),
-}
-
-/// The buffers of a collective: `count` elements of `dtype`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buffers {
-    pub(crate) send: *const c_void,
-    pub(crate) recv: *mut c_void,
-    pub(crate) count: usize,
-    pub(crate) dtype: DataType,
 }
 
 impl CudaVendor {

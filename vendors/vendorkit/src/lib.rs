@@ -1,0 +1,19 @@
+//! Code shared by the dipu-rs vendors that open their SDK's libraries at
+//! run time (`vendors/cuda`, `vendors/cambricon`, `vendors/ascend`). Each
+//! vendor keeps only what is its own; this crate gives it:
+//!
+//! - [`device_api!`]: the whole `impl DeviceApi` of a vendor, dispatching
+//!   every trait method to the vendor's inherent methods, with the
+//!   collectives as one [`Collective`] and its [`Buffers`];
+//! - [`forward!`] and [`forward_unsafe!`]: the forwarding it is built from.
+
+mod api;
+mod collective;
+
+pub use collective::{Buffers, Collective};
+
+/// What the macros name through `$crate`; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use dipu_deviceapi;
+}
