@@ -132,7 +132,7 @@ impl LibrarySearch {
             // SAFETY: as above; the dynamic linker picks the file.
             match unsafe { Library::new(name) } {
                 Ok(library) => {
-                    let path = crate::bind::file_of(&library, probe)
+                    let path = dipu_vendorkit::bind::file_of(&library, probe)
                         .unwrap_or_else(|| PathBuf::from(name));
                     return Ok(Opened { library, path });
                 }

@@ -260,8 +260,8 @@ fn open_system(names: &[&str], probe: &str) -> Result<Opened, String> {
         // SAFETY: as in `open_in`; the dynamic linker picks the file.
         match unsafe { Library::new(name) } {
             Ok(library) => {
-                let path =
-                    crate::bind::file_of(&library, probe).unwrap_or_else(|| PathBuf::from(name));
+                let path = dipu_vendorkit::bind::file_of(&library, probe)
+                    .unwrap_or_else(|| PathBuf::from(name));
                 return Ok(Opened { library, path });
             }
             // "Not on the path" is what "not found" already says; keep only

@@ -5,9 +5,12 @@
 //! - [`device_api!`]: the whole `impl DeviceApi` of a vendor, dispatching
 //!   every trait method to the vendor's inherent methods, with the
 //!   collectives as one [`Collective`] and its [`Buffers`];
-//! - [`forward!`] and [`forward_unsafe!`]: the forwarding it is built from.
+//! - [`forward!`] and [`forward_unsafe!`]: the forwarding it is built from;
+//! - [`bind`]: the binding tables ([`c_types!`], [`c_consts!`], [`library!`])
+//!   of the functions, constants and types a vendor takes from its libraries.
 
 mod api;
+pub mod bind;
 mod collective;
 
 pub use collective::{Buffers, Collective};
@@ -16,4 +19,5 @@ pub use collective::{Buffers, Collective};
 #[doc(hidden)]
 pub mod __private {
     pub use dipu_deviceapi;
+    pub use libloading;
 }

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::acl::{AclMemLocation, AclPhysicalMemProp};
-use crate::bind::{CType, Constant, Signature};
 use crate::hccl::{HcclRootInfoBytes, HcclSendRecvItemDef};
 use crate::{acl, hccl};
+use dipu_vendorkit::bind::{CType, Constant, Signature};
 
 /// The two header versions: torch-npu's version, and whether it is the
 /// newer one (which has every optional function).

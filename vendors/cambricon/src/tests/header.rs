@@ -9,11 +9,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use crate::bind::{CType, Signature};
 use crate::cncl::Cncl;
 use crate::cndrv::Cndrv;
 use crate::cnrt::Cnrt;
 use crate::{cncl, cndrv, cnrt};
+use dipu_vendorkit::bind::{CType, Signature};
 
 /// How C spells a Rust type of the tables.
 pub(super) fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {

@@ -11,11 +11,11 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::bind::{CType, Signature};
 use crate::cudart::CudaPointerAttributes;
 use crate::driver::{CuMemAccessDesc, CuMemAllocFlags, CuMemAllocationProp, CuMemLocation};
 use crate::nccl::{NcclConfig, NcclUniqueId};
 use crate::{cudart, driver, nccl};
+use dipu_vendorkit::bind::{CType, Signature};
 
 /// The wheels' include directories (CUDA runtime + crt + cccl, NCCL).
 fn include_dirs() -> Vec<PathBuf> {
