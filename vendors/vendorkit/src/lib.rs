@@ -7,11 +7,14 @@
 //!   collectives as one [`Collective`] and its [`Buffers`];
 //! - [`forward!`] and [`forward_unsafe!`]: the forwarding it is built from;
 //! - [`bind`]: the binding tables ([`c_types!`], [`c_consts!`], [`library!`])
-//!   of the functions, constants and types a vendor takes from its libraries.
+//!   of the functions, constants and types a vendor takes from its libraries;
+//! - [`search`]: looking for those libraries folder by folder, and the
+//!   not-found error naming every place looked in.
 
 mod api;
 pub mod bind;
 mod collective;
+pub mod search;
 
 pub use collective::{Buffers, Collective};
 
