@@ -199,16 +199,4 @@ fn python_on_path() -> Vec<PathBuf> {
     prefixes
 }
 
-impl std::ops::Deref for LibrarySearch {
-    type Target = Search;
-
-    fn deref(&self) -> &Search {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for LibrarySearch {
-    fn deref_mut(&mut self) -> &mut Search {
-        &mut self.0
-    }
-}
+dipu_vendorkit::deref_search!(LibrarySearch);

@@ -1,9 +1,11 @@
 //! One collective operation and its buffers, as a vendor's collective
-//! dispatch receives them from [`device_api!`](crate::device_api).
+//! dispatch receives them from [`device_api!`](crate::device_api), and the
+//! translation of our data types and operators into a library's
+//! ([`Translation`]).
 
 use std::ffi::c_void;
 
-use dipu_deviceapi::{DataType, ReduceOp};
+use dipu_deviceapi::{DataType, Error, ErrorKind, ReduceOp, Result};
 
 /// One collective operation and its own arguments.
 #[derive(Debug, Clone, Copy)]
@@ -35,4 +37,53 @@ pub struct Buffers {
     pub count: usize,
     /// Their type.
     pub dtype: DataType,
+}
+
+/// How a collective library names our data types and operators, and what
+/// to say when it lacks one.
+#[derive(Debug, Clone, Copy)]
+pub struct Translation<T, O> {
+    /// The library's type for ours; `None` where it lacks it.
+    pub dtype: fn(DataType) -> Option<T>,
+    /// The library's operator for ours; `None` where it lacks it.
+    pub op: fn(ReduceOp) -> Option<O>,
+    /// The library's unsigned byte type, which data moves as when it
+    /// lacks the type.
+    pub bytes: T,
+    /// Why a type cannot be reduced: ends `"{what} of {dtype:?}: "`.
+    pub no_type: &'static str,
+    /// Why an operator cannot be used: ends `"{what} with {op:?}: "`.
+    pub no_op: &'static str,
+}
+
+impl<T: Copy, O: Copy> Translation<T, O> {
+    /// Type and count for an operation that only moves data: a type the
+    /// library lacks travels as bytes.
+    pub fn moved(&self, dtype: DataType, count: usize) -> Result<(T, usize)> {
+        if let Some(t) = (self.dtype)(dtype) {
+            return Ok((t, count));
+        }
+        let bytes = count.checked_mul(dtype.size_in_bytes()).ok_or_else(|| {
+            Error::invalid_argument(format!("{count} elements of {dtype:?} overflow usize"))
+        })?;
+        Ok((self.bytes, bytes))
+    }
+
+    /// Type and operator for a reduction (`what`, e.g. `all_reduce`);
+    /// `Unsupported` for what the library lacks.
+    pub fn reduced(&self, dtype: DataType, op: ReduceOp, what: &str) -> Result<(T, O)> {
+        let t = (self.dtype)(dtype).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("{what} of {dtype:?}: {}", self.no_type),
+            )
+        })?;
+        let o = (self.op)(op).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("{what} with {op:?}: {}", self.no_op),
+            )
+        })?;
+        Ok((t, o))
+    }
 }

@@ -16,7 +16,7 @@ pub mod bind;
 mod collective;
 pub mod search;
 
-pub use collective::{Buffers, Collective};
+pub use collective::{Buffers, Collective, Translation};
 
 /// What the macros name through `$crate`; not part of the API.
 #[doc(hidden)]

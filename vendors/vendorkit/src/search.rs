@@ -221,3 +221,25 @@ fn open_system(names: &[&str], load: Load<'_>) -> Result<Opened, String> {
     }
     Err(errors.join("; "))
 }
+
+/// `deref_search!(LibrarySearch);` lets a vendor's `LibrarySearch(Search)`
+/// newtype [`Deref`](std::ops::Deref) (and `DerefMut`) to its [`Search`]:
+/// the directories and the system path, as every vendor has them.
+#[macro_export]
+macro_rules! deref_search {
+    ($ty:ident) => {
+        impl ::std::ops::Deref for $ty {
+            type Target = $crate::search::Search;
+
+            fn deref(&self) -> &$crate::search::Search {
+                &self.0
+            }
+        }
+
+        impl ::std::ops::DerefMut for $ty {
+            fn deref_mut(&mut self) -> &mut $crate::search::Search {
+                &mut self.0
+            }
+        }
+    };
+}
