@@ -87,3 +87,56 @@ impl<T: Copy, O: Copy> Translation<T, O> {
         Ok((t, o))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library with only `F32` and `U8`, and only `Sum`.
+    const LIB: Translation<u8, u8> = Translation {
+        dtype: |d| match d {
+            DataType::F32 => Some(1),
+            DataType::U8 => Some(2),
+            _ => None,
+        },
+        op: |o| matches!(o, ReduceOp::Sum).then_some(7),
+        bytes: 2,
+        no_type: "LIB has no such type",
+        no_op: "LIB has no such operator",
+    };
+
+    #[test]
+    fn moved_keeps_a_known_type_and_sends_others_as_bytes() {
+        assert_eq!(LIB.moved(DataType::F32, 5).unwrap(), (1, 5));
+        assert_eq!(LIB.moved(DataType::F64, 5).unwrap(), (2, 40));
+        let err = LIB.moved(DataType::F64, usize::MAX).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("overflow usize"), "{err}");
+    }
+
+    #[test]
+    fn reduced_names_what_the_library_lacks() {
+        assert_eq!(
+            LIB.reduced(DataType::F32, ReduceOp::Sum, "x").unwrap(),
+            (1, 7)
+        );
+        let err = LIB
+            .reduced(DataType::F64, ReduceOp::Sum, "all_reduce")
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(
+            err.to_string()
+                .contains("all_reduce of F64: LIB has no such type"),
+            "{err}"
+        );
+        let err = LIB
+            .reduced(DataType::F32, ReduceOp::Max, "reduce")
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(
+            err.to_string()
+                .contains("reduce with Max: LIB has no such operator"),
+            "{err}"
+        );
+    }
+}

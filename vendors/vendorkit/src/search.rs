@@ -243,3 +243,38 @@ macro_rules! deref_search {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_names_every_place_in_order_once() {
+        let mut search = Search::given([PathBuf::from("/nonexistent/a")]);
+        search.push_dir(PathBuf::from("/nonexistent/b"), "B_HOME");
+        search.push_dir(PathBuf::from("/nonexistent/a"), "again");
+        search.push_after(PathBuf::from("/nonexistent/c"), "after");
+        assert_eq!(search.directories().len(), 2);
+        let err = search
+            .open(&["libx.so.1", "libx.so"], Load::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "libx.so.1 or libx.so not found; looked in: /nonexistent/a (given), \
+             /nonexistent/b (B_HOME)",
+            "the directories after the system path count only with it"
+        );
+    }
+
+    #[test]
+    fn nothing_to_search_says_so() {
+        let err = Search::default()
+            .open(&["libx.so"], Load::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "libx.so not found; looked in: nowhere (no directory given and the system path not \
+             searched)"
+        );
+    }
+}
