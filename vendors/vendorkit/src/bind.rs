@@ -20,6 +20,7 @@
 //! compiler check it, and every constant and type size, against the
 //! vendor's headers.
 
+use std::collections::HashMap;
 use std::ffi::{c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -257,4 +258,76 @@ pub fn file_of(library: &Library, probe: &str) -> Option<PathBuf> {
     // dynamic linker, valid while the library is loaded; we copy it.
     let name = unsafe { CStr::from_ptr(info.dli_fname) };
     Some(Path::new(OsStr::from_bytes(name.to_bytes())).to_path_buf())
+}
+
+/// How C spells a Rust type of the tables (`*mut *const c_char` is
+/// `char const * *`), `names` giving the C spelling of each
+/// [`c_types!`](crate::c_types) alias (for the header tests: it panics on
+/// a type it cannot spell).
+pub fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
+    let spaced = rust.replace('*', " * ");
+    let tokens: Vec<&str> = spaced.split_whitespace().collect();
+    fn go(tokens: &[&str], names: &HashMap<&str, &str>, rust: &str) -> String {
+        match tokens {
+            ["*", "mut", rest @ ..] => format!("{} *", go(rest, names, rust)),
+            ["*", "const", rest @ ..] => format!("{} const *", go(rest, names, rust)),
+            [base] => match *base {
+                "c_int" => "int".into(),
+                "c_uint" => "unsigned int".into(),
+                "c_char" => "char".into(),
+                "c_void" => "void".into(),
+                "c_ulonglong" => "unsigned long long".into(),
+                "usize" => "size_t".into(),
+                "u32" => "uint32_t".into(),
+                "i32" => "int32_t".into(),
+                "u64" => "uint64_t".into(),
+                "i64" => "int64_t".into(),
+                "f32" => "float".into(),
+                other => names
+                    .get(other)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "no C spelling for `{other}` in `{rust}`: add it to a c_types! table"
+                        )
+                    })
+                    .to_string(),
+            },
+            _ => panic!("cannot translate the Rust type `{rust}` to C"),
+        }
+    }
+    go(&tokens, names, rust)
+}
+
+/// The C argument list of Rust argument types: each [`c_type`], or `void`
+/// for none.
+pub fn c_args(args: &[&str], names: &HashMap<&str, &str>) -> String {
+    if args.is_empty() {
+        return "void".to_owned();
+    }
+    let args: Vec<String> = args.iter().map(|ty| c_type(ty, names)).collect();
+    args.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_types_spell_as_c() {
+        let names = HashMap::from([("kind_t", "enum kind"), ("handle_t", "handle_t")]);
+        assert_eq!(c_type("*mut *const c_char", &names), "char const * *");
+        assert_eq!(c_type("*const kind_t", &names), "enum kind const *");
+        assert_eq!(c_type("u64", &names), "uint64_t");
+        assert_eq!(c_args(&[], &names), "void");
+        assert_eq!(
+            c_args(&["handle_t", "*mut c_void", "usize"], &names),
+            "handle_t, void *, size_t"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "no C spelling for `unknown_t`")]
+    fn an_unknown_type_is_named() {
+        c_type("*mut unknown_t", &HashMap::new());
+    }
 }
