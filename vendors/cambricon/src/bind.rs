@@ -1,10 +1,11 @@
-//! The binding tables of [`crate::cnrt`], [`crate::cncl`] and [`crate::cndrv`]: the macros of
-//! [`dipu_vendorkit::bind`], with this vendor's advice for a missing symbol.
+//! The binding tables of [`crate::cnrt`], [`crate::cncl`] and [`crate::cndrv`]:
+//! the macros of [`dipu_vendorkit::bind`], with this vendor's advice for a
+//! missing symbol.
 //!
-//! The header test turns every Rust signature into its C prototype and has
-//! the C compiler check it against the project's own header of the published Cambricon API
-//! (`vendors/cambricon/fake/include/dipu_cambricon_api.h`), and the pin
-//! test checks every constant against the value documented for the
+//! The header test turns every Rust signature into its C prototype and has the
+//! C compiler check it against the project's own header of the published
+//! Cambricon API (`vendors/cambricon/fake/include/dipu_cambricon_api.h`), and
+//! the pin test checks every constant against the value documented for the
 //! version it was taken from.
 
 pub(crate) use dipu_vendorkit::{c_consts, c_types};

@@ -1,9 +1,10 @@
-//! The binding tables of [`crate::cudart`], [`crate::nccl`] and [`crate::driver`]: the macros of
-//! [`dipu_vendorkit::bind`], with this vendor's advice for a missing symbol.
+//! The binding tables of [`crate::cudart`], [`crate::nccl`] and
+//! [`crate::driver`]: the macros of [`dipu_vendorkit::bind`], with this
+//! vendor's advice for a missing symbol.
 //!
-//! The header test turns every Rust signature into its C prototype and has
-//! the C compiler check it, every constant and every type size against
-//! NVIDIA's real headers.
+//! The header test turns every Rust signature into its C prototype and has the
+//! C compiler check it, every constant and every type size against NVIDIA's
+//! real headers.
 
 pub(crate) use dipu_vendorkit::{c_consts, c_types};
 
