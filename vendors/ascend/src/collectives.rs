@@ -11,11 +11,11 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::ffi::c_void;
 
 use dipu_deviceapi::{
     CommHandle, CopyKind, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle,
 };
+use dipu_vendorkit::{Buffers, Collective, Translation};
 use parking_lot::Mutex;
 
 use crate::hccl::*;
@@ -51,61 +51,20 @@ pub(crate) fn hccl_op(op: ReduceOp) -> Option<HcclReduceOp> {
     })
 }
 
-/// Type and count for an operation that only moves data: a type HCCL
-/// lacks travels as bytes.
+/// How HCCL names our types and operators.
+const HCCL: Translation<HcclDataType, HcclReduceOp> = Translation {
+    dtype: hccl_type,
+    op: hccl_op,
+    bytes: HCCL_DATA_TYPE_UINT8,
+    no_type: "HCCL has no such type",
+    no_op: "HCCL has no such operator (no average: sum, then divide)",
+};
+
+/// Type and count (as HCCL takes it) for an operation that only moves
+/// data: a type HCCL lacks travels as bytes.
 fn moved(dtype: DataType, count: usize) -> Result<(HcclDataType, u64)> {
-    if let Some(t) = hccl_type(dtype) {
-        return Ok((t, count as u64));
-    }
-    let bytes = count.checked_mul(dtype.size_in_bytes()).ok_or_else(|| {
-        Error::invalid_argument(format!("{count} elements of {dtype:?} overflow usize"))
-    })?;
-    Ok((HCCL_DATA_TYPE_UINT8, bytes as u64))
-}
-
-/// Type and operator for a reduction; `Unsupported` for what HCCL lacks.
-fn reduced(dtype: DataType, op: ReduceOp, what: &str) -> Result<(HcclDataType, HcclReduceOp)> {
-    let t = hccl_type(dtype).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} of {dtype:?}: HCCL has no such type"),
-        )
-    })?;
-    let o = hccl_op(op).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} with {op:?}: HCCL has no such operator (no average: sum, then divide)"),
-        )
-    })?;
-    Ok((t, o))
-}
-
-/// One collective operation and its own arguments.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Collective {
-    /// `HcclAllReduce`.
-    AllReduce(ReduceOp),
-    /// `HcclBroadcast` from a root.
-    Broadcast(i32),
-    /// `HcclAllGather` (`count` is the per-rank send count).
-    AllGather,
-    /// `HcclReduceScatter` (`count` is the per-rank receive count).
-    ReduceScatter(ReduceOp),
-    /// `HcclReduce` to a root.
-    Reduce(ReduceOp, i32),
-    /// `HcclSend` (of `send`) to a peer.
-    Send(i32),
-    /// `HcclRecv` (into `recv`) from a peer.
-    Recv(i32),
-}
-
-/// The buffers of a collective: `count` elements of `dtype`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buffers {
-    pub(crate) send: *const c_void,
-    pub(crate) recv: *mut c_void,
-    pub(crate) count: usize,
-    pub(crate) dtype: DataType,
+    let (t, n) = HCCL.moved(dtype, count)?;
+    Ok((t, n as u64))
 }
 
 /// Sends and receives held back until `group_end`, without HCCL groups.
@@ -352,17 +311,17 @@ impl AscendVendor {
         // operators are translated, and counts are in elements of them.
         let code = match op {
             Collective::AllReduce(o) => {
-                let (t, o) = reduced(b.dtype, o, "all_reduce")?;
+                let (t, o) = HCCL.reduced(b.dtype, o, "all_reduce")?;
                 // SAFETY: as said above the match.
                 unsafe { (hccl.HcclAllReduce()?)(send, b.recv, b.count as u64, t, o, c, s) }
             }
             Collective::ReduceScatter(o) => {
-                let (t, o) = reduced(b.dtype, o, "reduce_scatter")?;
+                let (t, o) = HCCL.reduced(b.dtype, o, "reduce_scatter")?;
                 // SAFETY: as said above the match.
                 unsafe { (hccl.HcclReduceScatter()?)(send, b.recv, b.count as u64, t, o, c, s) }
             }
             Collective::Reduce(o, root) => {
-                let (t, o) = reduced(b.dtype, o, "reduce")?;
+                let (t, o) = HCCL.reduced(b.dtype, o, "reduce")?;
                 // SAFETY: as said above the match.
                 unsafe {
                     (hccl.HcclReduce()?)(send, b.recv, b.count as u64, t, o, root as u32, c, s)

@@ -85,7 +85,7 @@ library! {
         fn cnrtSetDevice(ordinal: c_int) -> cnrtRet_t;
         fn cnrtSyncDevice() -> cnrtRet_t;
         fn cnrtDeviceGetAttribute(pValue: *mut c_int, attr: cnrtDeviceAttr_t, device: c_int) -> cnrtRet_t;
-        fn cnrtGetDeviceProperties_V3["cnrtGetDeviceProperties"](prop: *mut cnrtDeviceProp_t, device: c_int) -> cnrtRet_t;
+        fn cnrtGetDeviceProperties_V3["cnrtGetDeviceProperties_V3", "cnrtGetDeviceProperties"](prop: *mut cnrtDeviceProp_t, device: c_int) -> cnrtRet_t;
         fn cnrtMemGetInfo(free: *mut usize, total: *mut usize) -> cnrtRet_t;
         fn cnrtMalloc(pPtr: *mut *mut c_void, bytes: usize) -> cnrtRet_t;
         fn cnrtFree(ptr: *mut c_void) -> cnrtRet_t;
@@ -94,7 +94,7 @@ library! {
         fn cnrtMemset(ptr: *mut c_void, value: c_int, bytes: usize) -> cnrtRet_t;
         fn cnrtMemsetAsync(ptr: *mut c_void, value: c_int, bytes: usize, queue: cnrtQueue_t) -> cnrtRet_t;
         fn cnrtMemcpy(dst: *mut c_void, src: *mut c_void, bytes: usize, dir: cnrtMemTransDir_t) -> cnrtRet_t;
-        fn cnrtMemcpyAsync_V2["cnrtMemcpyAsync"](
+        fn cnrtMemcpyAsync_V2["cnrtMemcpyAsync_V2", "cnrtMemcpyAsync"](
             dst: *mut c_void,
             src: *mut c_void,
             bytes: usize,

@@ -2,9 +2,10 @@
 //! collective operations, groups, and the translation of our data types
 //! and operators (CNCL has no fp64 and no average; `Min` and `Max` swap).
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int};
 
-use dipu_deviceapi::{CommHandle, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle};
+use dipu_deviceapi::{CommHandle, DataType, Error, ReduceOp, Result, StreamHandle};
+use dipu_vendorkit::{Buffers, Collective, Translation};
 
 use crate::cncl::*;
 use crate::CambriconVendor;
@@ -41,68 +42,20 @@ pub(crate) fn cncl_op(op: ReduceOp) -> Option<cnclReduceOp_t> {
     })
 }
 
-/// Type and count for an operation that only moves data: a type CNCL
-/// lacks travels as bytes.
-fn moved(dtype: DataType, count: usize) -> Result<(cnclDataType_t, usize)> {
-    if let Some(t) = cncl_type(dtype) {
-        return Ok((t, count));
-    }
-    let bytes = count.checked_mul(dtype.size_in_bytes()).ok_or_else(|| {
-        Error::invalid_argument(format!("{count} elements of {dtype:?} overflow usize"))
-    })?;
-    Ok((cnclUint8, bytes))
-}
-
-/// Type and operator for a reduction; `Unsupported` for what CNCL lacks.
-fn reduced(dtype: DataType, op: ReduceOp, what: &str) -> Result<(cnclDataType_t, cnclReduceOp_t)> {
-    let t = cncl_type(dtype).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} of {dtype:?}: CNCL has no 64-bit float type, so it cannot reduce it"),
-        )
-    })?;
-    let o = cncl_op(op).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} with {op:?}: CNCL has no such operator"),
-        )
-    })?;
-    Ok((t, o))
-}
+/// How CNCL names our types and operators.
+const CNCL: Translation<cnclDataType_t, cnclReduceOp_t> = Translation {
+    dtype: cncl_type,
+    op: cncl_op,
+    bytes: cnclUint8,
+    no_type: "CNCL has no 64-bit float type, so it cannot reduce it",
+    no_op: "CNCL has no such operator",
+};
 
 fn comm_ptr(comm: CommHandle) -> Result<cnclComm_t> {
     if comm.as_raw() == 0 {
         return Err(Error::invalid_argument("null CNCL communicator"));
     }
     Ok(comm.as_raw() as usize as cnclComm_t)
-}
-
-/// One collective operation and its own arguments.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Collective {
-    /// `cnclAllReduce`.
-    AllReduce(ReduceOp),
-    /// `cnclBroadcast`, or `cnclBcast` in place.
-    Broadcast(i32),
-    /// `cnclAllGather` (`count` is the per-rank send count).
-    AllGather,
-    /// `cnclReduceScatter` (`count` is the per-rank receive count).
-    ReduceScatter(ReduceOp),
-    /// `cnclReduce` to a root.
-    Reduce(ReduceOp, i32),
-    /// `cnclSend` (of `send`) to a peer.
-    Send(i32),
-    /// `cnclRecv` (into `recv`) from a peer.
-    Recv(i32),
-}
-
-/// The buffers of a collective: `count` elements of `dtype`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buffers {
-    pub(crate) send: *const c_void,
-    pub(crate) recv: *mut c_void,
-    pub(crate) count: usize,
-    pub(crate) dtype: DataType,
 }
 
 impl CambriconVendor {
@@ -241,12 +194,12 @@ impl CambriconVendor {
         let name = format!("{what:?}");
         let code = match what {
             Collective::AllReduce(op) => {
-                let (t, o) = reduced(b.dtype, op, "all_reduce")?;
+                let (t, o) = CNCL.reduced(b.dtype, op, "all_reduce")?;
                 // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclAllReduce()?)(b.send, b.recv, b.count, t, o, c, q) }
             }
             Collective::Broadcast(root) => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = CNCL.moved(b.dtype, b.count)?;
                 if b.send == b.recv.cast_const() {
                     // cnclBroadcast is out of place; cnclBcast is in place.
                     // SAFETY: the caller's contract on buffers, comm and stream.
@@ -257,27 +210,27 @@ impl CambriconVendor {
                 }
             }
             Collective::AllGather => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = CNCL.moved(b.dtype, b.count)?;
                 // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclAllGather()?)(b.send, b.recv, n, t, c, q) }
             }
             Collective::ReduceScatter(op) => {
-                let (t, o) = reduced(b.dtype, op, "reduce_scatter")?;
+                let (t, o) = CNCL.reduced(b.dtype, op, "reduce_scatter")?;
                 // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclReduceScatter()?)(b.send, b.recv, b.count, t, o, c, q) }
             }
             Collective::Reduce(op, root) => {
-                let (t, o) = reduced(b.dtype, op, "reduce")?;
+                let (t, o) = CNCL.reduced(b.dtype, op, "reduce")?;
                 // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclReduce()?)(b.send, b.recv, b.count, t, o, root, c, q) }
             }
             Collective::Send(peer) => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = CNCL.moved(b.dtype, b.count)?;
                 // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclSend()?)(b.send.cast_mut(), n, t, peer, c, q) }
             }
             Collective::Recv(peer) => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = CNCL.moved(b.dtype, b.count)?;
                 // SAFETY: the caller's contract on buffers, comm and stream.
                 unsafe { (cncl.cnclRecv()?)(b.recv, n, t, peer, c, q) }
             }

@@ -2,10 +2,11 @@
 //! and the translation of our data types and operators (never cast: our
 //! `Min` is 2 and `Max` 3, NCCL's `ncclMax` is 2 and `ncclMin` 3).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{CommHandle, DataType, Error, ErrorKind, ReduceOp, Result, StreamHandle};
+use dipu_vendorkit::{Buffers, Collective, Translation};
 
 use crate::memory::cuda_stream;
 use crate::nccl::*;
@@ -40,34 +41,14 @@ pub(crate) fn nccl_op(op: ReduceOp) -> Option<ncclRedOp_t> {
     })
 }
 
-/// Type and count for an operation that only moves data: a type NCCL
-/// lacks travels as bytes.
-fn moved(dtype: DataType, count: usize) -> Result<(ncclDataType_t, usize)> {
-    if let Some(t) = nccl_type(dtype) {
-        return Ok((t, count));
-    }
-    let bytes = count.checked_mul(dtype.size_in_bytes()).ok_or_else(|| {
-        Error::invalid_argument(format!("{count} elements of {dtype:?} overflow usize"))
-    })?;
-    Ok((ncclUint8, bytes))
-}
-
-/// Type and operator for a reduction; `Unsupported` for what NCCL lacks.
-fn reduced(dtype: DataType, op: ReduceOp, what: &str) -> Result<(ncclDataType_t, ncclRedOp_t)> {
-    let t = nccl_type(dtype).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} of {dtype:?}: NCCL has no such type (ncclDataType_t has no 16-bit integer), so it cannot reduce it"),
-        )
-    })?;
-    let o = nccl_op(op).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unsupported,
-            format!("{what} with {op:?}: NCCL has no such operator"),
-        )
-    })?;
-    Ok((t, o))
-}
+/// How NCCL names our types and operators.
+const NCCL: Translation<ncclDataType_t, ncclRedOp_t> = Translation {
+    dtype: nccl_type,
+    op: nccl_op,
+    bytes: ncclUint8,
+    no_type: "NCCL has no such type (ncclDataType_t has no 16-bit integer), so it cannot reduce it",
+    no_op: "NCCL has no such operator",
+};
 
 /// The process group's timeout variable, also the deadline of
 /// communicator creation.
@@ -87,34 +68,6 @@ fn comm_ptr(comm: CommHandle) -> Result<ncclComm_t> {
         return Err(Error::invalid_argument("null NCCL communicator"));
     }
     Ok(comm.as_raw() as usize as ncclComm_t)
-}
-
-/// One collective operation and its own arguments.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Collective {
-    /// `ncclAllReduce`.
-    AllReduce(ReduceOp),
-    /// `ncclBroadcast` from a root.
-    Broadcast(i32),
-    /// `ncclAllGather` (`count` is the per-rank send count).
-    AllGather,
-    /// `ncclReduceScatter` (`count` is the per-rank receive count).
-    ReduceScatter(ReduceOp),
-    /// `ncclReduce` to a root.
-    Reduce(ReduceOp, i32),
-    /// `ncclSend` (of `send`) to a peer.
-    Send(i32),
-    /// `ncclRecv` (into `recv`) from a peer.
-    Recv(i32),
-}
-
-/// The buffers of a collective: `count` elements of `dtype`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buffers {
-    pub(crate) send: *const c_void,
-    pub(crate) recv: *mut c_void,
-    pub(crate) count: usize,
-    pub(crate) dtype: DataType,
 }
 
 impl CudaVendor {
@@ -312,37 +265,37 @@ impl CudaVendor {
         // operators are translated, and counts are in elements of them.
         let code = match op {
             Collective::AllReduce(o) => {
-                let (t, o) = reduced(b.dtype, o, "all_reduce")?;
+                let (t, o) = NCCL.reduced(b.dtype, o, "all_reduce")?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclAllReduce()?)(b.send, b.recv, b.count, t, o, c, s) }
             }
             Collective::ReduceScatter(o) => {
-                let (t, o) = reduced(b.dtype, o, "reduce_scatter")?;
+                let (t, o) = NCCL.reduced(b.dtype, o, "reduce_scatter")?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclReduceScatter()?)(b.send, b.recv, b.count, t, o, c, s) }
             }
             Collective::Reduce(o, root) => {
-                let (t, o) = reduced(b.dtype, o, "reduce")?;
+                let (t, o) = NCCL.reduced(b.dtype, o, "reduce")?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclReduce()?)(b.send, b.recv, b.count, t, o, root, c, s) }
             }
             Collective::Broadcast(root) => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = NCCL.moved(b.dtype, b.count)?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclBroadcast()?)(b.send, b.recv, n, t, root, c, s) }
             }
             Collective::AllGather => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = NCCL.moved(b.dtype, b.count)?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclAllGather()?)(b.send, b.recv, n, t, c, s) }
             }
             Collective::Send(peer) => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = NCCL.moved(b.dtype, b.count)?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclSend()?)(b.send, n, t, peer, c, s) }
             }
             Collective::Recv(peer) => {
-                let (t, n) = moved(b.dtype, b.count)?;
+                let (t, n) = NCCL.moved(b.dtype, b.count)?;
                 // SAFETY: as said above the match.
                 unsafe { (nccl.ncclRecv()?)(b.recv, n, t, peer, c, s) }
             }

@@ -2,10 +2,11 @@
 //! opening them.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use libloading::Library;
+use dipu_vendorkit::search::{Load, NotFound, Opened, Search};
+
+pub use dipu_vendorkit::search::SearchDir;
 
 /// Environment variable: a CUDA installation or Python environment to take
 /// the CUDA libraries from, before anything else.
@@ -25,32 +26,16 @@ const WHEEL_DIRS: [&str; 3] = [
     "nvidia/nccl/lib",
 ];
 
-/// A directory to look in, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SearchDir {
-    /// The directory.
-    pub path: PathBuf,
-    /// Where it came from, e.g. `DIPU_CUDA_HOME` or `VIRTUAL_ENV`.
-    pub source: String,
-}
-
-impl fmt::Display for SearchDir {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.path.display(), self.source)
-    }
-}
-
 /// Where [`CudaVendor`](crate::CudaVendor) looks for `libcudart`,
 /// `libnccl` and `libcuda` (see [`LibrarySearch::from_env`] for the order).
 ///
 /// [`LibrarySearch::from_env`] is what the plugin uses; the default value
 /// searches nothing at all (not even the system path).
+///
+/// It [`Deref`](std::ops::Deref)s to the shared [`Search`] (directories,
+/// the system path).
 #[derive(Debug, Clone, Default)]
-pub struct LibrarySearch {
-    before: Vec<SearchDir>,
-    system: bool,
-    after: Vec<SearchDir>,
-}
+pub struct LibrarySearch(Search);
 
 impl LibrarySearch {
     /// The search from the environment. It looks, in order, in:
@@ -74,10 +59,8 @@ impl LibrarySearch {
     /// kernel driver and is only looked up on the dynamic linker's path (never
     /// the toolkit's `stubs/`).
     pub fn from_env() -> Self {
-        let mut search = LibrarySearch {
-            system: true,
-            ..Self::default()
-        };
+        let mut search = LibrarySearch::default();
+        search.set_system_path(true);
         for var in [ENV_CUDA_HOME, "CUDA_HOME"] {
             if let Some(root) = env_dir(var) {
                 search.push_home(&root, var);
@@ -96,37 +79,23 @@ impl LibrarySearch {
         if let Some(home) = env_dir("HOME") {
             search.push_python_prefix(&home.join(".local"), "user site");
         }
-        search.after.push(SearchDir {
-            path: PathBuf::from("/usr/local/cuda/lib64"),
-            source: "the toolkit's default location".into(),
-        });
+        search.push_after(
+            PathBuf::from("/usr/local/cuda/lib64"),
+            "the toolkit's default location",
+        );
         search
     }
 
     /// Only `dirs`, in order: not the dynamic linker's path, so the driver
     /// is never found (tests use this to be independent of the machine).
     pub fn dirs(dirs: impl IntoIterator<Item = PathBuf>) -> Self {
-        let mut search = Self::default();
-        for path in dirs {
-            search.push_dir(path, "given");
-        }
-        search
+        LibrarySearch(Search::given(dirs))
     }
 
     /// Whether to also ask the dynamic linker (and look for the driver).
     pub fn with_system_path(mut self, system: bool) -> Self {
-        self.system = system;
+        self.0.set_system_path(system);
         self
-    }
-
-    /// Adds `path` to the directories searched before the system path.
-    pub fn push_dir(&mut self, path: PathBuf, source: &str) {
-        if !self.before.iter().any(|d| d.path == path) {
-            self.before.push(SearchDir {
-                path,
-                source: source.to_owned(),
-            });
-        }
     }
 
     /// Adds a CUDA installation: `root/lib64`, `root/lib`, then its NVIDIA
@@ -152,127 +121,24 @@ impl LibrarySearch {
         }
     }
 
-    /// Every directory searched before the system path, in order.
-    pub fn before_system(&self) -> &[SearchDir] {
-        &self.before
-    }
-
-    /// Whether the dynamic linker's path is searched.
-    pub fn uses_system_path(&self) -> bool {
-        self.system
-    }
-
     /// Opens the first of `names` found, directory by directory (each
     /// directory tries every name), then on the system path. `probe` is a
     /// function of the library, used to report which file the dynamic
     /// linker chose.
     pub(crate) fn open(&self, names: &[&str], probe: &str) -> Result<Opened, NotFound> {
-        let mut looked = Vec::new();
-        let mut failures = Vec::new();
-        for dir in &self.before {
-            looked.push(dir.to_string());
-            if let Some(opened) = open_in(dir, names, &mut failures) {
-                return Ok(opened);
-            }
-        }
-        if self.system {
-            looked.push("the system library path (LD_LIBRARY_PATH, ld.so.cache)".to_owned());
-            match open_system(names, probe) {
-                Ok(opened) => return Ok(opened),
-                Err(e) if e.is_empty() => {}
-                Err(e) => failures.push(format!("the dynamic linker: {e}")),
-            }
-            for dir in &self.after {
-                looked.push(dir.to_string());
-                if let Some(opened) = open_in(dir, names, &mut failures) {
-                    return Ok(opened);
-                }
-            }
-        }
-        Err(NotFound {
-            names: names.join(" or "),
-            looked,
-            failures,
-        })
+        let load = Load {
+            probe: Some(probe),
+            global: false,
+        };
+        self.0.open(names, load)
     }
 
     /// Opens the driver: the system path only (never a toolkit's stub).
     pub(crate) fn open_driver(&self) -> Result<Opened, NotFound> {
-        let system_only = LibrarySearch {
-            system: self.system,
-            ..Self::default()
-        };
+        let mut system_only = LibrarySearch::default();
+        system_only.set_system_path(self.uses_system_path());
         system_only.open(&DRIVER, "cuInit")
     }
-}
-
-/// An opened library and the file it came from.
-pub(crate) struct Opened {
-    /// The library (kept loaded for the vendor's life).
-    pub(crate) library: Library,
-    /// The file.
-    pub(crate) path: PathBuf,
-}
-
-/// Why a library was not opened: what was looked for, where, and the files
-/// that existed but failed to load.
-#[derive(Debug, Clone)]
-pub(crate) struct NotFound {
-    pub(crate) names: String,
-    pub(crate) looked: Vec<String>,
-    pub(crate) failures: Vec<String>,
-}
-
-impl fmt::Display for NotFound {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} not found; looked in: ", self.names)?;
-        if self.looked.is_empty() {
-            f.write_str("nowhere (no directory given and the system path not searched)")?;
-        } else {
-            f.write_str(&self.looked.join(", "))?;
-        }
-        if !self.failures.is_empty() {
-            write!(f, "; could not load: {}", self.failures.join("; "))?;
-        }
-        Ok(())
-    }
-}
-
-fn open_in(dir: &SearchDir, names: &[&str], failures: &mut Vec<String>) -> Option<Opened> {
-    for name in names {
-        let path = dir.path.join(name);
-        if !path.is_file() {
-            continue;
-        }
-        // SAFETY: loading NVIDIA's library runs its initialisers, which is
-        // how the library is meant to be used; nothing else is assumed.
-        match unsafe { Library::new(&path) } {
-            Ok(library) => return Some(Opened { library, path }),
-            Err(e) => failures.push(format!("{}: {e}", path.display())),
-        }
-    }
-    None
-}
-
-fn open_system(names: &[&str], probe: &str) -> Result<Opened, String> {
-    let mut errors = Vec::new();
-    for name in names {
-        // SAFETY: as in `open_in`; the dynamic linker picks the file.
-        match unsafe { Library::new(name) } {
-            Ok(library) => {
-                let path =
-                    crate::bind::file_of(&library, probe).unwrap_or_else(|| PathBuf::from(name));
-                return Ok(Opened { library, path });
-            }
-            // "Not on the path" is what "not found" already says; keep only
-            // real failures (a wrong file, a missing dependency).
-            Err(e)
-                if e.to_string()
-                    .contains(&format!("{name}: cannot open shared object file")) => {}
-            Err(e) => errors.push(e.to_string()),
-        }
-    }
-    Err(errors.join("; "))
 }
 
 fn env_dir(var: &str) -> Option<PathBuf> {
@@ -332,3 +198,5 @@ fn python_on_path() -> Vec<PathBuf> {
     }
     prefixes
 }
+
+dipu_vendorkit::deref_search!(LibrarySearch);

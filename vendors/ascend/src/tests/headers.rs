@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::acl::{AclMemLocation, AclPhysicalMemProp};
-use crate::bind::{CType, Constant, Signature};
 use crate::hccl::{HcclRootInfoBytes, HcclSendRecvItemDef};
 use crate::{acl, hccl};
+use dipu_vendorkit::bind::{c_args, c_type, CType, Constant, Signature};
 
 /// The two header versions: torch-npu's version, and whether it is the
 /// newer one (which has every optional function).
@@ -84,40 +84,6 @@ fn acl_prelude(newest: bool) -> &'static str {
 
 const HCCL_PRELUDE: &str = "#include <cstddef>\n#include \"third_party/hccl/inc/hccl/hccl.h\"\n";
 
-/// How C spells a Rust type of the tables (`*mut *const c_char` is
-/// `char const * *`).
-fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
-    let spaced = rust.replace('*', " * ");
-    let tokens: Vec<&str> = spaced.split_whitespace().collect();
-    fn go(tokens: &[&str], names: &HashMap<&str, &str>, rust: &str) -> String {
-        match tokens {
-            ["*", "mut", rest @ ..] => format!("{} *", go(rest, names, rust)),
-            ["*", "const", rest @ ..] => format!("{} const *", go(rest, names, rust)),
-            [base] => match *base {
-                "c_int" => "int".into(),
-                "c_char" => "char".into(),
-                "c_void" => "void".into(),
-                "usize" => "size_t".into(),
-                "u32" => "uint32_t".into(),
-                "i32" => "int32_t".into(),
-                "u64" => "uint64_t".into(),
-                "i64" => "int64_t".into(),
-                "f32" => "float".into(),
-                other => names
-                    .get(other)
-                    .unwrap_or_else(|| {
-                        panic!(
-                            "no C spelling for `{other}` in `{rust}`: add it to a c_types! table"
-                        )
-                    })
-                    .to_string(),
-            },
-            _ => panic!("cannot translate the Rust type `{rust}` to C"),
-        }
-    }
-    go(&tokens, names, rust)
-}
-
 fn all_types() -> Vec<CType> {
     [acl::c_types(), hccl::c_types()]
         .into_iter()
@@ -136,12 +102,8 @@ fn pointer_checks(
         .iter()
         .filter(|s| newest || !optional.contains(&s.name))
     {
-        let args: Vec<String> = s.args.iter().map(|(_, ty)| c_type(ty, names)).collect();
-        let args = if args.is_empty() {
-            "void".to_owned()
-        } else {
-            args.join(", ")
-        };
+        let args: Vec<&str> = s.args.iter().map(|(_, ty)| *ty).collect();
+        let args = c_args(&args, names);
         let ret = c_type(s.ret, names);
         writeln!(
             out,

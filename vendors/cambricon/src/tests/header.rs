@@ -9,40 +9,15 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use crate::bind::{CType, Signature};
 use crate::cncl::Cncl;
 use crate::cndrv::Cndrv;
 use crate::cnrt::Cnrt;
 use crate::{cncl, cndrv, cnrt};
+use dipu_vendorkit::bind::{c_args, c_type, CType, Signature};
 
-/// How C spells a Rust type of the tables.
-pub(super) fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
-    let spaced = rust.replace('*', " * ");
-    let tokens: Vec<&str> = spaced.split_whitespace().collect();
-    fn go(tokens: &[&str], names: &HashMap<&str, &str>) -> String {
-        match tokens {
-            ["*", "mut", rest @ ..] => format!("{} *", go(rest, names)),
-            ["*", "const", rest @ ..] => format!("{} const *", go(rest, names)),
-            [base] => match *base {
-                "c_int" => "int".into(),
-                "c_uint" => "unsigned int".into(),
-                "c_char" => "char".into(),
-                "c_void" => "void".into(),
-                "usize" => "size_t".into(),
-                "u64" => "uint64_t".into(),
-                "f32" => "float".into(),
-                other => names
-                    .get(other)
-                    .map_or_else(|| other.to_owned(), |c| (*c).to_owned()),
-            },
-            other => panic!("no C spelling for {other:?}"),
-        }
-    }
-    go(&tokens, names)
-}
-
-fn check(signatures: &[Signature], types: &[CType], out: &mut String) {
-    let names: HashMap<&str, &str> = types.iter().map(|t| (t.rust, t.c)).collect();
+/// Size checks of `types` and pointer checks of `signatures`, whose types
+/// `names` spells (every table's: CNCL's functions take CNRT's queue).
+fn check(signatures: &[Signature], types: &[CType], names: &HashMap<&str, &str>, out: &mut String) {
     for t in types {
         if let Some(size) = t.size {
             if t.rust != "cnrtHostFn_t" {
@@ -56,13 +31,9 @@ fn check(signatures: &[Signature], types: &[CType], out: &mut String) {
         }
     }
     for s in signatures {
-        let args: Vec<String> = s.args.iter().map(|(_, ty)| c_type(ty, &names)).collect();
-        let args = if args.is_empty() {
-            "void".to_owned()
-        } else {
-            args.join(", ")
-        };
-        let ret = c_type(s.ret, &names);
+        let args: Vec<&str> = s.args.iter().map(|(_, ty)| *ty).collect();
+        let args = c_args(&args, names);
+        let ret = c_type(s.ret, names);
         writeln!(out, "{ret} (*check_{})({args}) = {};", s.name, s.name).unwrap();
     }
 }
@@ -72,9 +43,11 @@ fn every_binding_matches_the_projects_header() {
     let mut source = String::from(
         "#include <stddef.h>\n#include <stdint.h>\n#include \"dipu_cambricon_api.h\"\n",
     );
-    check(Cnrt::SIGNATURES, &cnrt::c_types(), &mut source);
-    check(Cncl::SIGNATURES, &cncl::c_types(), &mut source);
-    check(Cndrv::SIGNATURES, &cndrv::c_types(), &mut source);
+    let tables = [cnrt::c_types(), cncl::c_types(), cndrv::c_types()];
+    let names: HashMap<&str, &str> = tables.iter().flatten().map(|t| (t.rust, t.c)).collect();
+    check(Cnrt::SIGNATURES, &tables[0], &names, &mut source);
+    check(Cncl::SIGNATURES, &tables[1], &names, &mut source);
+    check(Cndrv::SIGNATURES, &tables[2], &names, &mut source);
     // The host function pointer type: cnrtHostFn_t is `void (*)(void *)`.
     source.push_str("_Static_assert(sizeof(cnrtHostFn_t) == sizeof(void *), \"cnrtHostFn_t\");\n");
     let dir = tempfile::tempdir().unwrap();

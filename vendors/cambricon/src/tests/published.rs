@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::header::c_type;
 use crate::cnrt::{self, Cnrt};
+use dipu_vendorkit::bind::c_type;
 
 /// Bound functions that return a string, not `cnrtRet_t`: not among the
 /// package's prototypes (which are all `cnrtRet_t` functions).

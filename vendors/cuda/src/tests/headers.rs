@@ -11,11 +11,11 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::bind::{CType, Signature};
 use crate::cudart::CudaPointerAttributes;
 use crate::driver::{CuMemAccessDesc, CuMemAllocFlags, CuMemAllocationProp, CuMemLocation};
 use crate::nccl::{NcclConfig, NcclUniqueId};
 use crate::{cudart, driver, nccl};
+use dipu_vendorkit::bind::{c_args, c_type, CType, Signature};
 
 /// The wheels' include directories (CUDA runtime + crt + cccl, NCCL).
 fn include_dirs() -> Vec<PathBuf> {
@@ -81,38 +81,6 @@ fn compile_with(source: &str, includes: &[PathBuf]) -> Result<(), String> {
 const PRELUDE: &str =
     "#include <stddef.h>\n#include <cuda_runtime_api.h>\n#include <cuda.h>\n#include <nccl.h>\n";
 
-/// How C spells a Rust type of the tables (`*mut *const c_char` is
-/// `char const * *`).
-fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
-    let spaced = rust.replace('*', " * ");
-    let tokens: Vec<&str> = spaced.split_whitespace().collect();
-    fn go(tokens: &[&str], names: &HashMap<&str, &str>, rust: &str) -> String {
-        match tokens {
-            ["*", "mut", rest @ ..] => format!("{} *", go(rest, names, rust)),
-            ["*", "const", rest @ ..] => format!("{} const *", go(rest, names, rust)),
-            [base] => match *base {
-                "c_int" => "int".into(),
-                "c_uint" => "unsigned int".into(),
-                "c_char" => "char".into(),
-                "c_void" => "void".into(),
-                "c_ulonglong" => "unsigned long long".into(),
-                "usize" => "size_t".into(),
-                "f32" => "float".into(),
-                other => names
-                    .get(other)
-                    .unwrap_or_else(|| {
-                        panic!(
-                            "no C spelling for `{other}` in `{rust}`: add it to a c_types! table"
-                        )
-                    })
-                    .to_string(),
-            },
-            _ => panic!("cannot translate the Rust type `{rust}` to C"),
-        }
-    }
-    go(&tokens, names, rust)
-}
-
 fn all_types() -> Vec<CType> {
     [cudart::c_types(), nccl::c_types(), driver::c_types()]
         .into_iter()
@@ -145,12 +113,7 @@ fn pointer_check(
     names: &HashMap<&str, &str>,
     out: &mut String,
 ) {
-    let args: Vec<String> = args.iter().map(|ty| c_type(ty, names)).collect();
-    let args = if args.is_empty() {
-        "void".to_owned()
-    } else {
-        args.join(", ")
-    };
+    let args = c_args(args, names);
     let ret = c_type(ret, names);
     writeln!(
         out,

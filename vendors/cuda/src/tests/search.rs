@@ -22,7 +22,7 @@ fn a_home_is_its_lib_dirs_then_its_wheels() {
     let mut search = LibrarySearch::default();
     search.push_home(root.path(), "DIPU_CUDA_HOME");
     let dirs: Vec<_> = search
-        .before_system()
+        .directories()
         .iter()
         .map(|d| d.path.clone())
         .collect();
@@ -32,7 +32,7 @@ fn a_home_is_its_lib_dirs_then_its_wheels() {
     let sp = wheel.parent().unwrap().parent().unwrap().parent().unwrap();
     assert!(dirs.contains(&sp.join("nvidia/nccl/lib")), "{dirs:?}");
     assert!(search
-        .before_system()
+        .directories()
         .iter()
         .all(|d| d.source == "DIPU_CUDA_HOME"));
     assert!(!search.uses_system_path());
@@ -45,9 +45,9 @@ fn a_prefix_without_site_packages_adds_nothing() {
     let mut search = LibrarySearch::default();
     search.push_python_prefix(root.path(), "VIRTUAL_ENV");
     assert!(
-        search.before_system().is_empty(),
+        search.directories().is_empty(),
         "{:?}",
-        search.before_system()
+        search.directories()
     );
 }
 
@@ -57,9 +57,9 @@ fn directories_are_not_repeated() {
     wheel_prefix(root.path(), "python3.11");
     let mut search = LibrarySearch::default();
     search.push_python_prefix(root.path(), "VIRTUAL_ENV");
-    let once = search.before_system().len();
+    let once = search.directories().len();
     search.push_python_prefix(root.path(), "python3 on PATH");
-    assert_eq!(search.before_system().len(), once);
+    assert_eq!(search.directories().len(), once);
 }
 
 #[test]
