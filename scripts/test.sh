@@ -79,7 +79,7 @@ DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n
 # libnccl.so.2 in a test-only folder; the vendor finds it through its normal
 # search (DIPU_CUDA_HOME, and LD_LIBRARY_PATH for the driver), never knowing
 # it is a fake. The same tests run unchanged on a GPU machine (docs/cuda.md).
-step "CUDA vendor on the fake libraries: dipu selftest (every check runs and passes), the GPU tests, the process group on 2 and 4 ranks, the C ABI"
+step "CUDA vendor on the fake libraries: dipu selftest (every check runs and passes, also on the older-libraries build), the GPU tests, the process group on 2 and 4 ranks, the C ABI"
 fake="$PWD/target/debug/fake-cuda"
 mkdir -p "$fake/lib64"
 for name in libcudart.so.13 libcuda.so.1 libnccl.so.2; do
@@ -89,6 +89,17 @@ on_fakes() { DIPU_CUDA_HOME="$fake" LD_LIBRARY_PATH="$fake/lib64" "$@"; }
 summary="$(on_fakes ./target/debug/dipu selftest --vendor cuda | tail -n 1)"
 echo "$summary"
 case "$summary" in *" 0 failed, 0 skipped "*) ;; *) echo "selftest on the fakes: not every check ran and passed" >&2; exit 1 ;; esac
+# The same on older libraries (vendors/cuda/fake-old: no driver virtual
+# memory, no peer access, no ncclCommInitRankConfig): every check still runs
+# and passes, virtual memory by answering Unsupported.
+old_fake="$PWD/target/debug/fake-cuda-old"
+mkdir -p "$old_fake/lib64"
+for name in libcudart.so.13 libcuda.so.1 libnccl.so.2; do
+  ln -sfn "$PWD/target/debug/libdipu_fake_cuda_old.so" "$old_fake/lib64/$name"
+done
+summary="$(DIPU_CUDA_HOME="$old_fake" LD_LIBRARY_PATH="$old_fake/lib64" ./target/debug/dipu selftest --vendor cuda | tail -n 1)"
+echo "older libraries: $summary"
+case "$summary" in *" 0 failed, 0 skipped "*) ;; *) echo "selftest on the older fakes: not every check ran and passed" >&2; exit 1 ;; esac
 on_fakes cargo test --workspace --locked --test gpu -- --ignored --test-threads=1
 # I16 all-reduce is left out: NCCL has no 16-bit integer type, the vendor
 # answers Unsupported (as the vendor guide asks) and the process group does

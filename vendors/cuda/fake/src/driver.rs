@@ -222,6 +222,7 @@ exports! {
     }
 
     /// 2 MiB for both minimum and recommended.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemGetAllocationGranularity(
         granularity: *mut usize,
         prop: *const CUmemAllocationProp,
@@ -236,6 +237,7 @@ exports! {
     }
 
     /// An inaccessible address range; the size a multiple of the granularity.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemAddressReserve(
         ptr: *mut CUdeviceptr,
         size: usize,
@@ -256,6 +258,7 @@ exports! {
     }
 
     /// Frees a whole reservation with nothing mapped in it.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
         call("cuMemAddressFree", || format!("{ptr:#x} {size}"), |f| {
             need_context()?;
@@ -265,6 +268,7 @@ exports! {
 
     /// Physical memory on `prop`'s device (a memory file); counts against
     /// `DIPU_FAKE_MEMORY` until released and unmapped.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemCreate(
         handle: *mut CUmemGenericAllocationHandle,
         size: usize,
@@ -289,6 +293,7 @@ exports! {
 
     /// "Frees the memory that was allocated on a device through
     /// cuMemCreate"; the memory goes once it is also unmapped.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
         call("cuMemRelease", || handle.to_string(), |f| {
             need_context()?;
@@ -298,6 +303,7 @@ exports! {
 
     /// Maps a chunk into a reservation; no device may touch it until
     /// `cuMemSetAccess`.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemMap(
         ptr: CUdeviceptr,
         size: usize,
@@ -316,6 +322,7 @@ exports! {
 
     /// "Set the access flags for each location specified in desc for the
     /// given virtual address range"; only those devices may touch it.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemSetAccess(ptr: CUdeviceptr, size: usize, desc: *const CUmemAccessDesc, count: usize) -> CUresult {
         call("cuMemSetAccess", || format!("{ptr:#x} {size} count={count}"), |f| {
             need_context()?;
@@ -339,6 +346,7 @@ exports! {
     }
 
     /// Unmaps; the range stays reserved.
+    #[cfg(not(feature = "old-libraries"))]
     fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
         call("cuMemUnmap", || format!("{ptr:#x} {size}"), |f| {
             need_context()?;

@@ -13,10 +13,13 @@ pub struct Signature {
     pub args: &'static [&'static str],
 }
 
-/// Declares exported C functions and a `SIGNATURES` table of them.
+/// Declares exported C functions and a `SIGNATURES` table of them; a
+/// function with `#[cfg(...)]` (after its doc) is left out of both when the
+/// condition is false (the `old-libraries` build).
 macro_rules! exports {
     ($(
         $(#[doc = $doc:expr])*
+        $(#[cfg($cfg:meta)])?
         fn $name:ident($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty $body:block
     )*) => {
         $(
@@ -24,6 +27,7 @@ macro_rules! exports {
             ///
             /// # Safety
             /// As NVIDIA's documentation of the function requires.
+            $(#[cfg($cfg)])?
             #[no_mangle]
             #[allow(non_snake_case, reason = "C parameter names")]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret $body
@@ -31,6 +35,7 @@ macro_rules! exports {
 
         /// Every function of this module, as declared.
         pub(crate) const SIGNATURES: &[$crate::exports::Signature] = &[$(
+            $(#[cfg($cfg)])?
             $crate::exports::Signature {
                 name: stringify!($name),
                 ret: stringify!($ret),

@@ -12,6 +12,12 @@ pub const COPIED: &str = "libcudart.so.12";
 /// `libdipu_fake_cuda.so` as cargo built it next to the running test or
 /// binary (its folder, the `deps/` below it, or the folder above).
 pub fn built_library() -> Option<PathBuf> {
+    built("libdipu_fake_cuda.so")
+}
+
+/// The library `file` (`libdipu_fake_cuda_old.so`, say) as cargo built it
+/// next to the running test or binary, as [`built_library`] looks.
+pub fn built(file: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     [
@@ -20,7 +26,7 @@ pub fn built_library() -> Option<PathBuf> {
         dir.parent()?.to_path_buf(),
     ]
     .into_iter()
-    .map(|d| d.join("libdipu_fake_cuda.so"))
+    .map(|d| d.join(file))
     .find(|p| p.is_file())
 }
 

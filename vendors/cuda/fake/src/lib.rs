@@ -13,6 +13,22 @@
 //! comes from, is listed in `docs/cuda.md`; the switches are the
 //! `DIPU_FAKE_*` variables of [`dipu_fakekit::config`] plus
 //! [`ENV_DRIVER_VERSION`]. It is not a performance model.
+//!
+//! The `old-libraries` feature (the `dipu-fake-cuda-old` package,
+//! `libdipu_fake_cuda_old.so`) leaves out what the vendor resolves
+//! optionally, as older libraries lack it: the driver's virtual-memory
+//! functions (`cuMemGetAllocationGranularity` to `cuMemUnmap`),
+//! `cudaDeviceCanAccessPeer` and `cudaDeviceEnablePeerAccess`, and
+//! `ncclCommInitRankConfig` (its NCCL calls itself 2.13.4).
+
+#![cfg_attr(
+    feature = "old-libraries",
+    expect(
+        dead_code,
+        unused_imports,
+        reason = "the helpers of the functions the old-libraries build leaves out"
+    )
+)]
 
 pub mod driver;
 mod errors;

@@ -309,14 +309,15 @@ fn submit(launches: Vec<Launch>) {
 }
 
 exports! {
-    /// NCCL 2.32.3.
+    /// NCCL 2.32.3 (2.13.4, before `ncclCommInitRankConfig`, in the
+    /// `old-libraries` build).
     fn ncclGetVersion(version: *mut c_int) -> ncclResult_t {
         run("ncclGetVersion", String::new, || {
             if version.is_null() {
                 return Err(invalid("ncclGetVersion: null".into()));
             }
             // SAFETY: a non-null out-pointer from the caller.
-            unsafe { version.write(23203) };
+            unsafe { version.write(if cfg!(feature = "old-libraries") { 21304 } else { 23203 }) };
             Ok(())
         })
     }
@@ -363,6 +364,7 @@ exports! {
     /// As `ncclCommInitRank`; with `config->blocking = 0` it returns
     /// `ncclInProgress` at once and `ncclCommGetAsyncError` says when it is
     /// ready (NCCL's non-blocking communicators).
+    #[cfg(not(feature = "old-libraries"))]
     fn ncclCommInitRankConfig(
         comm: *mut ncclComm_t,
         nranks: c_int,

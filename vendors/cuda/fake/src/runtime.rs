@@ -443,6 +443,7 @@ exports! {
     }
 
     /// Every pair of distinct devices can access each other.
+    #[cfg(not(feature = "old-libraries"))]
     fn cudaDeviceCanAccessPeer(canAccessPeer: *mut c_int, device: c_int, peerDevice: c_int) -> cudaError_t {
         rt("cudaDeviceCanAccessPeer", || format!("{device} {peerDevice}"), |f| {
             if !f.valid(device) || !f.valid(peerDevice) {
@@ -456,6 +457,7 @@ exports! {
     /// "On success, all allocations from peerDevice will immediately be
     /// accessible by the current device."; twice is
     /// cudaErrorPeerAccessAlreadyEnabled.
+    #[cfg(not(feature = "old-libraries"))]
     fn cudaDeviceEnablePeerAccess(peerDevice: c_int, flags: c_uint) -> cudaError_t {
         rt("cudaDeviceEnablePeerAccess", || format!("{peerDevice} {flags}"), |f| {
             let d = current_device();
