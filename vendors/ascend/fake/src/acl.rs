@@ -2,7 +2,6 @@
 //! (`acl_rt.h`, `acl_base.h`, `hccl.h`). Those the torch-npu 2.1.0 headers
 //! lack are left out of the `old-cann` build.
 
-use std::any::TypeId;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
 
@@ -22,14 +21,14 @@ macro_rules! acl {
                 run(stringify!($name), code::RT_INTERNAL_ERROR, || $body)
             }
         )*
-        signatures!($table, aclError, $($name($($t),*))*);
+        signatures!($table, $($name($($t),*) -> aclError)*);
     };
 }
 
 /// The table of a block of exported functions, as declared (the new build's
 /// functions: an entry stays when `old-cann` leaves its function out).
 macro_rules! signatures {
-    ($table:ident, $ret:ty, $($name:ident($($t:ty),*))*) => {
+    ($table:ident, $($name:ident($($t:ty),*) -> $ret:ty)*) => {
         pub(crate) const $table: &[Signature] = &[$(
             Signature {
                 name: stringify!($name),
@@ -56,7 +55,7 @@ macro_rules! hccl_fns {
                 hccl_run(stringify!($name), || $body)
             }
         )*
-        signatures!($table, HcclResult, $($name($($t),*))*);
+        signatures!($table, $($name($($t),*) -> HcclResult)*);
     };
 }
 
@@ -244,45 +243,34 @@ acl! {
     }
 }
 
-/// The functions written out below (they return no error code).
-pub(crate) const OTHERS: &[Signature] = &[
-    Signature {
-        name: "aclGetRecentErrMsg",
-        ret: "*const c_char",
-        args: &[],
-        fn_type: || TypeId::of::<unsafe extern "C" fn() -> *const c_char>(),
-    },
-    Signature {
-        name: "aclrtGetSocName",
-        ret: "*const c_char",
-        args: &[],
-        fn_type: || TypeId::of::<unsafe extern "C" fn() -> *const c_char>(),
-    },
-    Signature {
-        name: "HcclGetErrorString",
-        ret: "*const c_char",
-        args: &["HcclResult"],
-        fn_type: || TypeId::of::<unsafe extern "C" fn(HcclResult) -> *const c_char>(),
-    },
-];
-
-/// `aclGetRecentErrMsg`: this thread's last message.
-#[no_mangle]
-extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    recent_message()
+/// Functions that return no error code, so bypass the fault and trace
+/// wrapper: `fn name(args) -> ret { body }`.
+macro_rules! plain {
+    (table $table:ident; $( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty $body:block )*) => {
+        $(
+            $(#[$m])*
+            #[no_mangle]
+            extern "C" fn $name($($a: $t),*) -> $ret $body
+        )*
+        signatures!($table, $($name($($t),*) -> $ret)*);
+    };
 }
 
-/// `aclrtGetSocName`.
-#[no_mangle]
-extern "C" fn aclrtGetSocName() -> *const c_char {
-    c"Ascend910B-fake".as_ptr()
-}
-
-/// `HcclGetErrorString`.
-#[cfg(not(feature = "old-cann"))]
-#[no_mangle]
-extern "C" fn HcclGetErrorString(code: HcclResult) -> *const c_char {
-    hccl::error_string(code).as_ptr()
+plain! {
+    table OTHERS;
+    /// `aclGetRecentErrMsg`: this thread's last message.
+    fn aclGetRecentErrMsg() -> *const c_char {
+        recent_message()
+    }
+    /// `aclrtGetSocName`.
+    fn aclrtGetSocName() -> *const c_char {
+        c"Ascend910B-fake".as_ptr()
+    }
+    /// `HcclGetErrorString`.
+    #[cfg(not(feature = "old-cann"))]
+    fn HcclGetErrorString(code: HcclResult) -> *const c_char {
+        hccl::error_string(code).as_ptr()
+    }
 }
 
 /// One send or receive as the batch functions take it.

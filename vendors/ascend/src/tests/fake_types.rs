@@ -172,3 +172,40 @@ fn the_fakes_prototypes_match_both_header_versions() {
     // above is not "everything".
     assert!(!exported(&old, "aclrtLaunchHostFunc"));
 }
+
+/// The functions `library` defines in its dynamic symbol table (`nm -D`,
+/// from binutils, which the C++ compiler of the header checks brings).
+fn defined_functions(library: &str) -> BTreeSet<String> {
+    let path = fake(library);
+    let out = std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
+    assert!(out.status.success(), "nm {}: {:?}", path.display(), out);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T", name] => Some(name.to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_function_the_fakes_export_is_declared_in_the_table() {
+    // So none escapes the checks above: the table is all the fake exports.
+    let declared: BTreeSet<String> = SIGNATURES
+        .iter()
+        .flat_map(|t| t.iter())
+        .map(|f| f.name.to_owned())
+        .collect();
+    let new = defined_functions("libdipu_fake_ascend.so");
+    assert_eq!(new, declared, "the new fake's exports and its table differ");
+    let old = defined_functions("libdipu_fake_ascend_old.so");
+    assert!(
+        old.is_subset(&declared) && old.len() < declared.len(),
+        "the old-CANN fake exports {:?} outside the table",
+        old.difference(&declared).collect::<Vec<_>>()
+    );
+}
