@@ -43,7 +43,7 @@ mod streams;
 mod types;
 mod vmm;
 
-pub use types::{Signature, STRUCTS};
+pub use types::{Signature, FIELDS, STRUCTS};
 
 /// Every exported function, as declared, for the vendor's tests (the new
 /// build's: the `old-cann` build exports all but the optional ones).

@@ -11,7 +11,7 @@
 
 use std::any::TypeId;
 use std::ffi::{c_int, c_void};
-use std::mem::{align_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 
 /// `aclError`.
 pub(crate) type aclError = c_int;
@@ -88,5 +88,61 @@ pub const STRUCTS: [(&str, usize, usize); 3] = [
         "HcclSendRecvItem",
         size_of::<HcclSendRecvItem>(),
         align_of::<HcclSendRecvItem>(),
+    ),
+];
+
+/// The fields of [`STRUCTS`] the fake reads or writes: C struct, C field
+/// (as `offsetof` takes it) and offset, for the vendor's header check.
+pub const FIELDS: [(&str, &str, usize); 11] = [
+    (
+        "aclrtPhysicalMemProp",
+        "handleType",
+        offset_of!(aclrtPhysicalMemProp, handle_type),
+    ),
+    (
+        "aclrtPhysicalMemProp",
+        "allocationType",
+        offset_of!(aclrtPhysicalMemProp, allocation_type),
+    ),
+    (
+        "aclrtPhysicalMemProp",
+        "memAttr",
+        offset_of!(aclrtPhysicalMemProp, mem_attr),
+    ),
+    (
+        "aclrtPhysicalMemProp",
+        "location.id",
+        offset_of!(aclrtPhysicalMemProp, location_id),
+    ),
+    (
+        "aclrtPhysicalMemProp",
+        "location.type",
+        offset_of!(aclrtPhysicalMemProp, location_type),
+    ),
+    (
+        "aclrtPhysicalMemProp",
+        "reserve",
+        offset_of!(aclrtPhysicalMemProp, reserve),
+    ),
+    (
+        "HcclSendRecvItem",
+        "sendRecvType",
+        offset_of!(HcclSendRecvItem, send_recv_type),
+    ),
+    ("HcclSendRecvItem", "buf", offset_of!(HcclSendRecvItem, buf)),
+    (
+        "HcclSendRecvItem",
+        "count",
+        offset_of!(HcclSendRecvItem, count),
+    ),
+    (
+        "HcclSendRecvItem",
+        "dataType",
+        offset_of!(HcclSendRecvItem, data_type),
+    ),
+    (
+        "HcclSendRecvItem",
+        "remoteRank",
+        offset_of!(HcclSendRecvItem, remote_rank),
     ),
 ];

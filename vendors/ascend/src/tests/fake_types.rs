@@ -3,13 +3,13 @@
 //! binds is declared by the fake in the binding's very words and with the
 //! same Rust function-pointer type (the bindings are proven against the
 //! headers by `headers.rs`), and every function the fake exports, bound or
-//! not, is compiled against both header versions itself, with the sizes of
-//! the structs its prototypes point to.
+//! not, is compiled against both header versions itself, with the sizes and
+//! field offsets of the structs its prototypes point to.
 
 use std::any::TypeId;
 use std::collections::{BTreeSet, HashMap};
 
-use dipu_fake_ascend::{Signature as Faked, SIGNATURES, STRUCTS};
+use dipu_fake_ascend::{Signature as Faked, FIELDS, SIGNATURES, STRUCTS};
 
 use super::fake_symbols::{exported, fake};
 use super::headers::{
@@ -143,6 +143,11 @@ fn fake_source(hccl_unit: bool, newest: bool, exports: &dyn Fn(&str) -> bool) ->
         if c.starts_with("Hccl") == hccl_unit {
             static_assert(&mut out, &format!("sizeof({c}) == {size}"));
             static_assert(&mut out, &format!("alignof({c}) == {align}"));
+        }
+    }
+    for (c, field, offset) in FIELDS {
+        if c.starts_with("Hccl") == hccl_unit {
+            static_assert(&mut out, &format!("offsetof({c}, {field}) == {offset}"));
         }
     }
     out
