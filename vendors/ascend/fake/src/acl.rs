@@ -8,21 +8,36 @@ use std::sync::atomic::Ordering;
 use crate::entry::{code, fail, out, recent_message, run};
 use crate::hccl::{self, what};
 use crate::p2p::{self, Item};
-use crate::vmm::PhysicalMemProp;
+use crate::types::*;
 use crate::{callbacks, events, memory, state, streams, vmm};
-
-/// A C callback (`aclrtCallback`, `aclrtHostFunc`).
-type Callback = Option<unsafe extern "C" fn(*mut c_void)>;
 
 /// ACL functions: `fn name(args) { body returning R }`.
 macro_rules! acl {
-    ($( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block )*) => {$(
-        $(#[$m])*
-        #[no_mangle]
-        extern "C" fn $name($($a: $t),*) -> i32 {
-            run(stringify!($name), code::RT_INTERNAL_ERROR, || $body)
-        }
-    )*};
+    (table $table:ident; $( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block )*) => {
+        $(
+            $(#[$m])*
+            #[no_mangle]
+            extern "C" fn $name($($a: $t),*) -> aclError {
+                run(stringify!($name), code::RT_INTERNAL_ERROR, || $body)
+            }
+        )*
+        signatures!($table, $($name($($t),*) -> aclError)*);
+    };
+}
+
+/// The table of a block of exported functions, as declared (the new build's
+/// functions: an entry stays when `old-cann` leaves its function out).
+macro_rules! signatures {
+    ($table:ident, $($name:ident($($t:ty),*) -> $ret:ty)*) => {
+        pub(crate) const $table: &[Signature] = &[$(
+            Signature {
+                name: stringify!($name),
+                ret: stringify!($ret),
+                args: &[$(stringify!($t)),*],
+                fn_type: || std::any::TypeId::of::<unsafe extern "C" fn($($t),*) -> $ret>(),
+            },
+        )*];
+    };
 }
 
 /// Runs an HCCL function's body; an ACL failure becomes `HCCL_E_RUNTIME`.
@@ -32,16 +47,20 @@ fn hccl_run(symbol: &'static str, body: impl FnOnce() -> crate::entry::R) -> i32
 
 /// HCCL functions, whose ACL failures become `HCCL_E_RUNTIME`.
 macro_rules! hccl_fns {
-    ($( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block )*) => {$(
-        $(#[$m])*
-        #[no_mangle]
-        extern "C" fn $name($($a: $t),*) -> i32 {
-            hccl_run(stringify!($name), || $body)
-        }
-    )*};
+    (table $table:ident; $( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block )*) => {
+        $(
+            $(#[$m])*
+            #[no_mangle]
+            extern "C" fn $name($($a: $t),*) -> HcclResult {
+                hccl_run(stringify!($name), || $body)
+            }
+        )*
+        signatures!($table, $($name($($t),*) -> HcclResult)*);
+    };
 }
 
 acl! {
+    table ACL;
     fn aclInit(_config_path: *const c_char) {
         if let Some(e) = crate::config::problem() {
             return fail(code::INVALID_PARAM, format!("the fake's settings are invalid: {e}"));
@@ -79,7 +98,7 @@ acl! {
         memory::drain_graveyard();
         Ok(())
     }
-    fn aclGetDeviceCapability(device: u32, info: i32, value: *mut i64) {
+    fn aclGetDeviceCapability(device: u32, info: aclDeviceInfo, value: *mut i64) {
         state::device(device as i32)?;
         match info {
             0 => out(value, 24, "value"),
@@ -87,7 +106,7 @@ acl! {
         }
     }
     #[cfg(not(feature = "old-cann"))]
-    fn aclrtGetDeviceInfo(device: u32, attr: i32, value: *mut i64) {
+    fn aclrtGetDeviceInfo(device: u32, attr: aclrtDevAttr, value: *mut i64) {
         state::device(device as i32)?;
         match attr {
             101 => out(value, 24, "value"),
@@ -95,13 +114,13 @@ acl! {
             _ => fail(code::INVALID_PARAM, format!("attribute {attr} is not modelled")),
         }
     }
-    fn aclrtGetMemInfo(_attr: i32, free: *mut usize, total: *mut usize) {
+    fn aclrtGetMemInfo(_attr: aclrtMemAttr, free: *mut usize, total: *mut usize) {
         memory::mem_info(free, total)
     }
-    fn aclrtMalloc(ptr: *mut *mut c_void, size: usize, _policy: i32) {
+    fn aclrtMalloc(ptr: *mut *mut c_void, size: usize, _policy: aclrtMemMallocPolicy) {
         memory::malloc(ptr, size, true)
     }
-    fn aclrtMallocAlign32(ptr: *mut *mut c_void, size: usize, _policy: i32) {
+    fn aclrtMallocAlign32(ptr: *mut *mut c_void, size: usize, _policy: aclrtMemMallocPolicy) {
         memory::malloc(ptr, size, false)
     }
     fn aclrtFree(ptr: *mut c_void) {
@@ -123,13 +142,13 @@ acl! {
     fn aclrtMemset(ptr: *mut c_void, max: usize, value: i32, count: usize) {
         memory::memset(ptr, max, value, count)
     }
-    fn aclrtMemsetAsync(ptr: *mut c_void, max: usize, value: i32, count: usize, stream: *mut c_void) {
+    fn aclrtMemsetAsync(ptr: *mut c_void, max: usize, value: i32, count: usize, stream: aclrtStream) {
         memory::memset_async(ptr, max, value, count, stream)
     }
-    fn aclrtMemcpy(dst: *mut c_void, max: usize, src: *const c_void, count: usize, kind: i32) {
+    fn aclrtMemcpy(dst: *mut c_void, max: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind) {
         memory::memcpy(dst, max, src, count, kind)
     }
-    fn aclrtMemcpyAsync(dst: *mut c_void, max: usize, src: *const c_void, count: usize, kind: i32, stream: *mut c_void) {
+    fn aclrtMemcpyAsync(dst: *mut c_void, max: usize, src: *const c_void, count: usize, kind: aclrtMemcpyKind, stream: aclrtStream) {
         memory::memcpy_async(dst, max, src, count, kind, stream)
     }
     fn aclrtDeviceCanAccessPeer(can: *mut i32, device: i32, peer: i32) {
@@ -145,63 +164,63 @@ acl! {
         out(least, 3, "leastPriority")?;
         out(greatest, 0, "greatestPriority")
     }
-    fn aclrtCreateStream(stream: *mut *mut c_void) {
+    fn aclrtCreateStream(stream: *mut aclrtStream) {
         streams::create(stream)
     }
-    fn aclrtCreateStreamWithConfig(stream: *mut *mut c_void, _priority: u32, _flag: u32) {
+    fn aclrtCreateStreamWithConfig(stream: *mut aclrtStream, _priority: u32, _flag: u32) {
         streams::create(stream)
     }
-    fn aclrtDestroyStream(stream: *mut c_void) {
+    fn aclrtDestroyStream(stream: aclrtStream) {
         streams::destroy(stream)
     }
-    fn aclrtSynchronizeStream(stream: *mut c_void) {
+    fn aclrtSynchronizeStream(stream: aclrtStream) {
         streams::resolve(stream)?.synchronize();
         memory::drain_graveyard();
         Ok(())
     }
-    fn aclrtStreamQuery(stream: *mut c_void, status: *mut i32) {
+    fn aclrtStreamQuery(stream: aclrtStream, status: *mut aclrtStreamStatus) {
         let s = streams::resolve(stream)?;
         out(status, i32::from(!s.idle()), "status")
     }
-    fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c_void) {
+    fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) {
         events::stream_wait(stream, event)
     }
     #[cfg(not(feature = "old-cann"))]
-    fn aclrtLaunchHostFunc(stream: *mut c_void, f: Callback, args: *mut c_void) {
+    fn aclrtLaunchHostFunc(stream: aclrtStream, f: aclrtCallback, args: *mut c_void) {
         callbacks::launch_host_func(stream, f, args)
     }
-    fn aclrtSubscribeReport(thread: u64, stream: *mut c_void) {
+    fn aclrtSubscribeReport(thread: u64, stream: aclrtStream) {
         callbacks::subscribe(thread, stream)
     }
-    fn aclrtUnSubscribeReport(thread: u64, stream: *mut c_void) {
+    fn aclrtUnSubscribeReport(thread: u64, stream: aclrtStream) {
         callbacks::unsubscribe(thread, stream)
     }
-    fn aclrtLaunchCallback(f: Callback, data: *mut c_void, block: i32, stream: *mut c_void) {
+    fn aclrtLaunchCallback(f: aclrtCallback, data: *mut c_void, block: aclrtCallbackBlockType, stream: aclrtStream) {
         callbacks::launch_callback(f, data, block, stream)
     }
     fn aclrtProcessReport(timeout: i32) {
         callbacks::process(timeout)
     }
-    fn aclrtCreateEventWithFlag(event: *mut *mut c_void, flag: u32) {
+    fn aclrtCreateEventWithFlag(event: *mut aclrtEvent, flag: u32) {
         events::create(event, flag)
     }
-    fn aclrtDestroyEvent(event: *mut c_void) {
+    fn aclrtDestroyEvent(event: aclrtEvent) {
         events::destroy(event)
     }
-    fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_void) {
+    fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) {
         events::record(event, stream)
     }
-    fn aclrtQueryEventStatus(event: *mut c_void, status: *mut i32) {
+    fn aclrtQueryEventStatus(event: aclrtEvent, status: *mut aclrtEventRecordedStatus) {
         events::query(event, status)
     }
-    fn aclrtSynchronizeEvent(event: *mut c_void) {
+    fn aclrtSynchronizeEvent(event: aclrtEvent) {
         events::synchronize(event)
     }
-    fn aclrtEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *mut c_void) {
+    fn aclrtEventElapsedTime(ms: *mut f32, start: aclrtEvent, end: aclrtEvent) {
         events::elapsed(ms, start, end)
     }
     #[cfg(not(feature = "old-cann"))]
-    fn aclrtMemGetAllocationGranularity(prop: *mut PhysicalMemProp, _option: i32, granularity: *mut usize) {
+    fn aclrtMemGetAllocationGranularity(prop: *mut aclrtPhysicalMemProp, _option: aclrtMemGranularityOptions, granularity: *mut usize) {
         vmm::granularity(prop, granularity)
     }
     fn aclrtReserveMemAddress(ptr: *mut *mut c_void, size: usize, alignment: usize, expect: *mut c_void, flags: u64) {
@@ -210,13 +229,13 @@ acl! {
     fn aclrtReleaseMemAddress(ptr: *mut c_void) {
         vmm::release(ptr)
     }
-    fn aclrtMallocPhysical(handle: *mut *mut c_void, size: usize, prop: *const PhysicalMemProp, flags: u64) {
+    fn aclrtMallocPhysical(handle: *mut aclrtDrvMemHandle, size: usize, prop: *const aclrtPhysicalMemProp, flags: u64) {
         vmm::malloc_physical(handle, size, prop, flags)
     }
-    fn aclrtFreePhysical(handle: *mut c_void) {
+    fn aclrtFreePhysical(handle: aclrtDrvMemHandle) {
         vmm::free_physical(handle)
     }
-    fn aclrtMapMem(ptr: *mut c_void, size: usize, offset: usize, handle: *mut c_void, flags: u64) {
+    fn aclrtMapMem(ptr: *mut c_void, size: usize, offset: usize, handle: aclrtDrvMemHandle, flags: u64) {
         vmm::map(ptr, size, offset, handle, flags)
     }
     fn aclrtUnmapMem(ptr: *mut c_void) {
@@ -224,23 +243,34 @@ acl! {
     }
 }
 
-/// `aclGetRecentErrMsg`: this thread's last message.
-#[no_mangle]
-extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    recent_message()
+/// Functions that return no error code, so bypass the fault and trace
+/// wrapper: `fn name(args) -> ret { body }`.
+macro_rules! plain {
+    (table $table:ident; $( $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty $body:block )*) => {
+        $(
+            $(#[$m])*
+            #[no_mangle]
+            extern "C" fn $name($($a: $t),*) -> $ret $body
+        )*
+        signatures!($table, $($name($($t),*) -> $ret)*);
+    };
 }
 
-/// `aclrtGetSocName`.
-#[no_mangle]
-extern "C" fn aclrtGetSocName() -> *const c_char {
-    c"Ascend910B-fake".as_ptr()
-}
-
-/// `HcclGetErrorString`.
-#[cfg(not(feature = "old-cann"))]
-#[no_mangle]
-extern "C" fn HcclGetErrorString(code: i32) -> *const c_char {
-    hccl::error_string(code).as_ptr()
+plain! {
+    table OTHERS;
+    /// `aclGetRecentErrMsg`: this thread's last message.
+    fn aclGetRecentErrMsg() -> *const c_char {
+        recent_message()
+    }
+    /// `aclrtGetSocName`.
+    fn aclrtGetSocName() -> *const c_char {
+        c"Ascend910B-fake".as_ptr()
+    }
+    /// `HcclGetErrorString`.
+    #[cfg(not(feature = "old-cann"))]
+    fn HcclGetErrorString(code: HcclResult) -> *const c_char {
+        hccl::error_string(code).as_ptr()
+    }
 }
 
 /// One send or receive as the batch functions take it.
@@ -255,44 +285,45 @@ fn item(send: bool, buf: *mut c_void, count: u64, dtype: i32, peer: u32) -> Item
 }
 
 hccl_fns! {
-    fn HcclGetRootInfo(info: *mut u8) {
-        hccl::root_info(info)
+    table HCCL;
+    fn HcclGetRootInfo(info: *mut HcclRootInfo) {
+        hccl::root_info(info.cast())
     }
-    fn HcclCommInitRootInfo(n: u32, info: *const u8, rank: u32, comm: *mut *mut c_void) {
-        hccl::init(n, info, rank, comm)
+    fn HcclCommInitRootInfo(n: u32, info: *const HcclRootInfo, rank: u32, comm: *mut HcclComm) {
+        hccl::init(n, info.cast(), rank, comm)
     }
-    fn HcclCommDestroy(comm: *mut c_void) {
+    fn HcclCommDestroy(comm: HcclComm) {
         hccl::destroy(comm)
     }
-    fn HcclGetCommAsyncError(comm: *mut c_void, error: *mut i32) {
+    fn HcclGetCommAsyncError(comm: HcclComm, error: *mut HcclResult) {
         hccl::async_error(comm, error)
     }
     #[cfg(not(feature = "old-cann"))]
-    fn HcclGetRankSize(comm: *mut c_void, size: *mut u32) {
+    fn HcclGetRankSize(comm: HcclComm, size: *mut u32) {
         hccl::rank_size(comm, size)
     }
-    fn HcclAllReduce(send: *mut c_void, recv: *mut c_void, count: u64, dtype: i32, op: i32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclAllReduce(send: *mut c_void, recv: *mut c_void, count: u64, dtype: HcclDataType, op: HcclReduceOp, comm: HcclComm, stream: aclrtStream) {
         hccl::collective(what::ALL_REDUCE, send, recv, count, dtype, op, 0, comm, stream)
     }
-    fn HcclBroadcast(buf: *mut c_void, count: u64, dtype: i32, root: u32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclBroadcast(buf: *mut c_void, count: u64, dtype: HcclDataType, root: u32, comm: HcclComm, stream: aclrtStream) {
         hccl::collective(what::BROADCAST, std::ptr::null_mut(), buf, count, dtype, 0, root, comm, stream)
     }
-    fn HcclAllGather(send: *mut c_void, recv: *mut c_void, count: u64, dtype: i32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclAllGather(send: *mut c_void, recv: *mut c_void, count: u64, dtype: HcclDataType, comm: HcclComm, stream: aclrtStream) {
         hccl::collective(what::ALL_GATHER, send, recv, count, dtype, 0, 0, comm, stream)
     }
-    fn HcclReduceScatter(send: *mut c_void, recv: *mut c_void, count: u64, dtype: i32, op: i32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclReduceScatter(send: *mut c_void, recv: *mut c_void, count: u64, dtype: HcclDataType, op: HcclReduceOp, comm: HcclComm, stream: aclrtStream) {
         hccl::collective(what::REDUCE_SCATTER, send, recv, count, dtype, op, 0, comm, stream)
     }
-    fn HcclReduce(send: *mut c_void, recv: *mut c_void, count: u64, dtype: i32, op: i32, root: u32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclReduce(send: *mut c_void, recv: *mut c_void, count: u64, dtype: HcclDataType, op: HcclReduceOp, root: u32, comm: HcclComm, stream: aclrtStream) {
         hccl::collective(what::REDUCE, send, recv, count, dtype, op, root, comm, stream)
     }
-    fn HcclSend(buf: *mut c_void, count: u64, dtype: i32, peer: u32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclSend(buf: *mut c_void, count: u64, dtype: HcclDataType, peer: u32, comm: HcclComm, stream: aclrtStream) {
         p2p::batch(&[item(true, buf, count, dtype, peer)], comm, stream)
     }
-    fn HcclRecv(buf: *mut c_void, count: u64, dtype: i32, peer: u32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclRecv(buf: *mut c_void, count: u64, dtype: HcclDataType, peer: u32, comm: HcclComm, stream: aclrtStream) {
         p2p::batch(&[item(false, buf, count, dtype, peer)], comm, stream)
     }
-    fn HcclBatchSendRecv(items: *mut Item, n: u32, comm: *mut c_void, stream: *mut c_void) {
+    fn HcclBatchSendRecv(items: *mut HcclSendRecvItem, n: u32, comm: HcclComm, stream: aclrtStream) {
         if items.is_null() && n > 0 {
             return fail(hccl::E_PTR, "null items");
         }

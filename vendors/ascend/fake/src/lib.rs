@@ -5,8 +5,9 @@
 //! once and HCCL shares ACL's streams).
 //!
 //! Every function is written against the prototypes of the real CANN
-//! headers (the vendor's header check proves its own declarations against
-//! them, and the vendor calls these). Each behaviour the vendor must absorb
+//! headers, in the vendor's bindings' words ([`SIGNATURES`]): the vendor's
+//! tests compare each with its binding (words and Rust type) and compile
+//! each against both header versions. Each behaviour the vendor must absorb
 //! is modelled, with the sentence of Huawei's documentation it comes from
 //! next to the code (see `docs/ascend.md` for the list): `aclrtGetDevice`
 //! failing before `aclrtSetDevice`, streams that must be synchronised before
@@ -21,7 +22,7 @@
 //!
 //! The `old-cann` feature (the `dipu-fake-ascend-old` package) leaves out
 //! what the torch-npu 2.1.0 headers lack. Faults, latency, devices, memory
-//! and a call trace come from the environment ([`config`]).
+//! and a call trace come from the environment (the `config` module).
 //!
 //! The vendor-neutral parts come from `dipu-fakekit` (the shared settings
 //! and faults, the call trace, stream worker threads, events with record
@@ -39,4 +40,11 @@ mod p2p;
 mod reduce;
 mod state;
 mod streams;
+mod types;
 mod vmm;
+
+pub use types::{Signature, FIELDS, STRUCTS};
+
+/// Every exported function, as declared, for the vendor's tests (the new
+/// build's: the `old-cann` build exports all but the optional ones).
+pub const SIGNATURES: [&[Signature]; 3] = [acl::ACL, acl::HCCL, acl::OTHERS];

@@ -20,12 +20,12 @@ pub(crate) const GRANULARITY: usize = 2 << 20;
 /// `aclrtPhysicalMemProp` as the header lays it out (32 bytes).
 #[repr(C)]
 pub(crate) struct PhysicalMemProp {
-    handle_type: i32,
-    allocation_type: i32,
-    mem_attr: i32,
-    location_id: u32,
-    location_type: i32,
-    reserve: u64,
+    pub(crate) handle_type: i32,
+    pub(crate) allocation_type: i32,
+    pub(crate) mem_attr: i32,
+    pub(crate) location_id: u32,
+    pub(crate) location_type: i32,
+    pub(crate) reserve: u64,
 }
 
 #[derive(Debug)]

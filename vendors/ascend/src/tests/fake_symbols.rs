@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::{acl, hccl};
 
 /// The fake's file, as cargo built it for this test run (a dev-dependency).
-fn fake(name: &str) -> PathBuf {
+pub(super) fn fake(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let deps = exe.parent().expect("target/debug/deps");
     [deps, deps.parent().unwrap_or(deps)]
@@ -21,7 +21,7 @@ fn fake(name: &str) -> PathBuf {
         })
 }
 
-fn exported(library: &libloading::Library, symbol: &str) -> bool {
+pub(super) fn exported(library: &libloading::Library, symbol: &str) -> bool {
     let mut name = symbol.as_bytes().to_vec();
     name.push(0);
     // SAFETY: only the symbol's address is looked up, never called.

@@ -1,7 +1,7 @@
 //! The bindings against the real CANN headers of both torch-npu wheels
 //! (`scripts/cann-headers.sh` downloads them into `.cann-headers/`): every
 //! function's Rust signature becomes a C++ function pointer initialised
-//! with the real function, every constant a `static_assert`, every type a
+//! with the real function (refused if the header makes its name a macro), every constant a `static_assert`, every type a
 //! size check and every struct field an offset check, compiled with
 //! `c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only` (HCCL's header is
 //! C++ only, and C++ makes any mismatch of a pointer, `const` or enum type
@@ -23,7 +23,7 @@ use dipu_vendorkit::bind::{c_args, c_type, CType, Constant, Signature};
 
 /// The two header versions: torch-npu's version, and whether it is the
 /// newer one (which has every optional function).
-const VERSIONS: [(&str, bool); 2] = [("2.14.0", true), ("2.1.0.post17", false)];
+pub(super) const VERSIONS: [(&str, bool); 2] = [("2.14.0", true), ("2.1.0.post17", false)];
 
 /// Types the older headers lack.
 const OPTIONAL_TYPES: &[&str] = &["aclrtDevAttr", "aclrtMemGranularityOptions"];
@@ -46,7 +46,7 @@ fn include_root(version: &str) -> PathBuf {
 
 /// Compiles `source` against `version`'s headers; the compiler's output on
 /// failure.
-fn compile(version: &str, source: &str, pedantic: bool) -> Result<(), String> {
+pub(super) fn compile(version: &str, source: &str, pedantic: bool) -> Result<(), String> {
     let root = include_root(version);
     let dir = tempfile::tempdir().expect("temporary directory");
     let file = dir.path().join("bindings_check.cpp");
@@ -74,7 +74,7 @@ fn compile(version: &str, source: &str, pedantic: bool) -> Result<(), String> {
 
 /// The ACL unit's headers: the precise ones (2.1.0 declares `aclInit` only
 /// in `acl.h`, which is `-pedantic` clean there).
-fn acl_prelude(newest: bool) -> &'static str {
+pub(super) fn acl_prelude(newest: bool) -> &'static str {
     if newest {
         "#include <cstddef>\n#include <acl/acl_rt.h>\n"
     } else {
@@ -82,9 +82,10 @@ fn acl_prelude(newest: bool) -> &'static str {
     }
 }
 
-const HCCL_PRELUDE: &str = "#include <cstddef>\n#include \"third_party/hccl/inc/hccl/hccl.h\"\n";
+pub(super) const HCCL_PRELUDE: &str =
+    "#include <cstddef>\n#include \"third_party/hccl/inc/hccl/hccl.h\"\n";
 
-fn all_types() -> Vec<CType> {
+pub(super) fn all_types() -> Vec<CType> {
     [acl::c_types(), hccl::c_types()]
         .into_iter()
         .flatten()
@@ -103,15 +104,29 @@ fn pointer_checks(
         .filter(|s| newest || !optional.contains(&s.name))
     {
         let args: Vec<&str> = s.args.iter().map(|(_, ty)| *ty).collect();
-        let args = c_args(&args, names);
-        let ret = c_type(s.ret, names);
-        writeln!(
-            out,
-            "{ret} (*const dipu_check_{})({args}) = {};",
-            s.name, s.name
-        )
-        .unwrap();
+        pointer_check(s.name, s.ret, &args, names, out);
     }
+}
+
+/// `ret (*const dipu_check_name)(args) = name;`, after an `#error` if the
+/// header makes `name` a macro (a header that renames a function to a
+/// versioned symbol would otherwise have the check pass on the renamed
+/// one while `dlsym` finds the old one).
+pub(super) fn pointer_check(
+    name: &str,
+    ret: &str,
+    args: &[&str],
+    names: &HashMap<&str, &str>,
+    out: &mut String,
+) {
+    let args = c_args(args, names);
+    let ret = c_type(ret, names);
+    writeln!(
+        out,
+        "#ifdef {name}\n#error \"{name} is a macro in the header: bind the symbol it names\"\n#endif\n\
+         {ret} (*const dipu_check_{name})({args}) = {name};"
+    )
+    .unwrap();
 }
 
 fn constant_checks(constants: &[Constant], optional: &[&str], newest: bool, out: &mut String) {
@@ -134,7 +149,7 @@ fn type_checks(types: &[CType], newest: bool, out: &mut String) {
     }
 }
 
-fn static_assert(out: &mut String, condition: &str) {
+pub(super) fn static_assert(out: &mut String, condition: &str) {
     writeln!(
         out,
         "static_assert({condition}, \"{}\");",
@@ -304,6 +319,24 @@ fn the_optional_symbols_are_really_missing_from_the_old_headers() {
             );
         }
     }
+}
+
+#[test]
+fn the_check_refuses_a_function_the_header_renames() {
+    // No CANN header renames a bound function today; one that did would
+    // `#define` the name, as this source does.
+    let names: HashMap<&str, &str> = all_types().iter().map(|t| (t.rust, t.c)).collect();
+    let mut source = acl_prelude(true).to_owned();
+    source.push_str("#define aclrtFree aclrtFreeWithDevSync\n");
+    pointer_check(
+        "aclrtFree",
+        "aclError",
+        &["*mut c_void"],
+        &names,
+        &mut source,
+    );
+    let errors = compile("2.14.0", &source, true).expect_err("a renamed function must be refused");
+    assert!(errors.contains("aclrtFree is a macro"), "{errors}");
 }
 
 #[test]
