@@ -5,11 +5,11 @@
 //! names and found through the vendor's normal search. The vendor must start,
 //! run everything the older libraries can do, and report what they lack.
 
+mod common;
+
 use std::ffi::c_void;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{Capabilities, CopyKind, DataType, DeviceApi, ErrorKind, ReduceOp};
 
@@ -17,51 +17,13 @@ const CHILD: &str = "DIPU_FAKE_OLD_TEST_CHILD";
 
 /// Runs `body` in a fresh process on the older fake libraries, with `env`.
 fn on_old_fakes(name: &str, env: &[(&str, &str)], body: impl FnOnce()) {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        body();
-        return;
-    }
-    let library = dipu_fake_cuda::layout::built("libdipu_fake_cuda_old.so")
-        .expect("libdipu_fake_cuda_old.so next to the test (a dev-dependency builds it)");
-    let dir = library
-        .parent()
-        .unwrap()
-        .join(format!("fake-cuda-old-tests/{name}"));
-    let lib = dipu_fake_cuda::layout::layout(&library, &dir, false).expect("lay out the fakes");
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, name)
-        .env("DIPU_CUDA_HOME", &dir)
-        .env("LD_LIBRARY_PATH", &lib);
-    for var in [
-        "CUDA_HOME",
-        "VIRTUAL_ENV",
-        "CONDA_PREFIX",
-        "DIPU_FAKE_FAULTS",
-        "DIPU_FAKE_TRACE",
-        "DIPU_ALLOC_CONF",
-    ] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("re-run the test on the fakes");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("{name} on the older fakes did not finish within 120 s (hung)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let fake = || common::FakeBuild {
+        library: dipu_fake_cuda::layout::built("libdipu_fake_cuda_old.so")
+            .expect("libdipu_fake_cuda_old.so next to the test (a dev-dependency builds it)"),
+        label: "cuda-old",
+        cuda12: false,
     };
-    assert!(
-        status.success(),
-        "{name} on the older fakes failed: {status}"
-    );
+    common::run_on_fake(CHILD, name, fake, env, body);
 }
 
 fn vendor() -> dipu_vendor_cuda::CudaVendor {

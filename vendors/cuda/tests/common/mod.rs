@@ -3,6 +3,8 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use dipu_vendor_cuda::{CudaVendor, LibrarySearch};
 
@@ -55,4 +57,76 @@ pub(crate) fn gpu_vendor() -> CudaVendor {
     search.push_python_prefix(&repo_root().join(".venv"), "the repository's .venv");
     CudaVendor::with_search(search)
         .unwrap_or_else(|e| panic!("the CUDA vendor does not start: {e}"))
+}
+
+/// A fake library build to run a test on: its file next to the test, and
+/// the label used for its folder and messages.
+pub(crate) struct FakeBuild {
+    /// The built library (`dipu_fake_cuda::layout::built...`).
+    pub(crate) library: PathBuf,
+    /// Names the layout folder (`fake-<label>-tests/<test>`) and the failures.
+    pub(crate) label: &'static str,
+    /// Also lay out a copy named `libcudart.so.12`.
+    pub(crate) cuda12: bool,
+}
+
+/// Runs `body` in a fresh process on `fake`, laid out under the real names
+/// and found through the vendor's normal search (`DIPU_CUDA_HOME`, and
+/// `LD_LIBRARY_PATH` for the driver, set before the process starts), with
+/// `env`: the test re-runs itself by `name` with `child_var` set. Fails if
+/// the child fails or runs longer than 120 s.
+pub(crate) fn run_on_fake(
+    child_var: &str,
+    name: &str,
+    fake: impl FnOnce() -> FakeBuild,
+    env: &[(&str, &str)],
+    body: impl FnOnce(),
+) {
+    if std::env::var(child_var).as_deref() == Ok(name) {
+        body();
+        return;
+    }
+    let fake = fake();
+    let dir = fake
+        .library
+        .parent()
+        .unwrap()
+        .join(format!("fake-{}-tests/{name}", fake.label));
+    let lib = dipu_fake_cuda::layout::layout(&fake.library, &dir, fake.cuda12)
+        .expect("lay out the fakes");
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(child_var, name)
+        .env("DIPU_CUDA_HOME", &dir)
+        .env("LD_LIBRARY_PATH", &lib);
+    for var in [
+        "CUDA_HOME",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "DIPU_FAKE_FAULTS",
+        "DIPU_FAKE_TRACE",
+        "DIPU_ALLOC_CONF",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let label = fake.label;
+    let mut child = cmd.spawn().expect("re-run the test on the fakes");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{name} on the {label} fakes did not finish within 120 s (hung)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        status.success(),
+        "{name} on the {label} fakes failed: {status}"
+    );
 }
