@@ -10,8 +10,11 @@
 //! connecting (connect, validate, ping), `--cycles` request cycles per
 //! client (`set` of its own key with a `ping` behind it, `wait` for the
 //! key, `get` of it, `add` on a shared counter: four round trips, the
-//! requests our client sends for `set`, `get` and `add`), and one `barrier`
-//! of all the clients. The median round is reported, with the server's
+//! requests our client sends for `set`, `get` and `add`), one `barrier` of
+//! all the clients, and closing: every client shuts its connection and
+//! waits until the server has closed its side, so that the server's
+//! teardown of one round never falls into the next one's connecting. The
+//! median round is reported, with the server's
 //! resident memory per idle client (connected, before the cycles) and the
 //! share of a core the server and this generator each used in the cycles.
 
@@ -185,6 +188,7 @@ struct Round {
     connect: f64,
     cycles: f64,
     barrier: f64,
+    close: f64,
     /// Server resident bytes per connected idle client.
     rss_per_client: Option<f64>,
     /// Cores the server and this process used during the cycles.
@@ -219,6 +223,7 @@ fn report(args: &StoreArgs, what: &str, addr: SocketAddr, pid: Option<u32>) -> R
     let connect = median(&|r| Some(r.connect)).unwrap_or(0.0);
     let cycles = median(&|r| Some(r.cycles)).unwrap_or(0.0);
     let barrier = median(&|r| Some(r.barrier)).unwrap_or(0.0);
+    let close = median(&|r| Some(r.close)).unwrap_or(0.0);
     // The first round's: later ones reuse memory the server freed.
     let rss = rounds[0].rss_per_client;
     let show =
@@ -232,14 +237,15 @@ fn report(args: &StoreArgs, what: &str, addr: SocketAddr, pid: Option<u32>) -> R
     );
     let total = clients as f64 * f64::from(args.cycles);
     println!(
-        "{:>8} {:>12} {:>14} {:>12}",
-        "clients", "connect ms", "cycles/s", "barrier ms"
+        "{:>8} {:>12} {:>14} {:>12} {:>10}",
+        "clients", "connect ms", "cycles/s", "barrier ms", "close ms"
     );
     println!(
-        "{clients:>8} {:>12.2} {:>14.0} {:>12.2}",
+        "{clients:>8} {:>12.2} {:>14.0} {:>12.2} {:>10.2}",
         connect * 1e3,
         total / cycles,
-        barrier * 1e3
+        barrier * 1e3,
+        close * 1e3
     );
     Ok(())
 }
@@ -305,8 +311,9 @@ fn one_round(
 ) -> Result<Round> {
     let phases = 3;
     // Start, then after each phase (and once more after connecting, while
-    // the clients are idle and the server's memory is read).
-    let gates: Vec<Barrier> = (0..phases + 2).map(|_| Barrier::new(threads + 1)).collect();
+    // the clients are idle and the server's memory is read), and after
+    // disconnecting.
+    let gates: Vec<Barrier> = (0..phases + 3).map(|_| Barrier::new(threads + 1)).collect();
     let rss_before = pid.and_then(proc::rss);
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
@@ -331,6 +338,12 @@ fn one_round(
                         }
                         gates[phase + 2].wait();
                     }
+                    // The server closes every connection before the next
+                    // round connects anew.
+                    if let (Some(d), None) = (driver, &failure) {
+                        failure = d.disconnect(TIMEOUT).err();
+                    }
+                    gates[phases + 2].wait();
                     failure.map_or(Ok(()), |e| {
                         Err(Error::new(ErrorKind::VendorError, format!("a client: {e}")))
                     })
@@ -350,6 +363,8 @@ fn one_round(
         let cpu1 = (pid.and_then(proc::cpu), proc::cpu(std::process::id()));
         gates[4].wait(); // barrier passed
         let t3 = Instant::now();
+        gates[5].wait(); // every connection closed by the server
+        let t4 = Instant::now();
         for worker in workers {
             worker.join().expect("a client thread panicked")?;
         }
@@ -358,6 +373,7 @@ fn one_round(
             connect: (t1 - t0).as_secs_f64(),
             cycles: (t2 - t1b).as_secs_f64(),
             barrier: (t3 - t2).as_secs_f64(),
+            close: (t4 - t3).as_secs_f64(),
             rss_per_client: rss_before
                 .zip(rss_connected)
                 .map(|(a, b)| (b as f64 - a as f64) / clients as f64),

@@ -183,6 +183,50 @@ impl Driver {
         Ok(())
     }
 
+    /// Closes every connection and waits, up to `patience` of silence,
+    /// until the server has closed its side of each: the server's work of
+    /// tearing them down ends here, not in whatever is timed next.
+    pub(crate) fn disconnect(mut self, patience: Duration) -> io::Result<()> {
+        let mut open = vec![true; self.conns.len()];
+        let mut left = self.conns.len();
+        for (i, c) in self.conns.iter().enumerate() {
+            if !c.connected || c.socket.shutdown(std::net::Shutdown::Write).is_err() {
+                open[i] = false;
+                left -= 1;
+            }
+        }
+        let mut buf = [0u8; 1024];
+        let mut heard = Instant::now();
+        while left > 0 {
+            self.poll.poll(&mut self.events, Some(patience / 10))?;
+            if self.events.is_empty() && heard.elapsed() > patience {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the server has not closed {left} connections"),
+                ));
+            }
+            if !self.events.is_empty() {
+                heard = Instant::now();
+            }
+            for event in &self.events {
+                let i = event.token().0;
+                while open[i] {
+                    match self.conns[i].socket.read(&mut buf) {
+                        Ok(0) => open[i] = false,
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => open[i] = false,
+                    }
+                    if !open[i] {
+                        left -= 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether connection `i`'s connect completed.
     fn finish_connect(&mut self, i: usize) -> io::Result<bool> {
         let c = &mut self.conns[i];
@@ -312,5 +356,8 @@ mod tests {
                 .unwrap();
         use dipu_comm::store::Store;
         assert_eq!(store.add("n", 0).unwrap(), 24);
+        // Disconnecting returns once the server has closed all eight.
+        d.disconnect(Duration::from_secs(30)).unwrap();
+        assert_eq!(srv.num_clients(), 1);
     }
 }

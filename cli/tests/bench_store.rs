@@ -18,7 +18,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// The figures of the table's one row: clients, connect ms, cycles/s,
-/// barrier ms.
+/// barrier ms, close ms.
 fn row(stdout: &str) -> Vec<f64> {
     let line = stdout.lines().last().expect("a row");
     line.split_whitespace()
@@ -37,7 +37,7 @@ fn tiny_run_on_our_server_prints_the_table() {
     );
     assert!(stdout.contains("connect ms"), "{stdout}");
     let figures = row(&stdout);
-    assert_eq!(figures.len(), 4, "{stdout}");
+    assert_eq!(figures.len(), 5, "{stdout}");
     assert_eq!(figures[0], 4.0);
     assert!(
         figures[1..].iter().all(|f| *f >= 0.0) && figures[2] > 0.0,
@@ -66,6 +66,8 @@ fn loads_a_server_given_by_address() {
         "{stdout}"
     );
     assert_eq!(row(&stdout)[0], 3.0);
+    // Each round ends once the server has closed every client's connection.
+    assert_eq!(server.num_clients(), 0, "{stdout}");
     // The load went to this server: 5 rounds x 3 clients x 4 adds.
     let store = TcpStore::connect(
         "127.0.0.1",

@@ -275,8 +275,9 @@ impl Reactor {
             tracing::warn!(peer = ?self.peer(i), "TCPStore server: {why}");
         }
         self.state.forget(i);
-        if let Some(mut session) = self.sessions.try_remove(i) {
-            let _ = self.poll.registry().deregister(&mut session.socket);
+        // Dropping the socket closes it, which takes it out of the poll
+        // too: no `deregister` (a system call per client) first.
+        if self.sessions.try_remove(i).is_some() {
             self.shared.clients.fetch_sub(1, Ordering::SeqCst);
         }
     }
