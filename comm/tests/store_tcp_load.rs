@@ -149,6 +149,7 @@ impl ServerChild {
             .env("DIPU_STORE_TEST_CHILD", nofile)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap());
@@ -198,6 +199,18 @@ impl ServerChild {
     }
 }
 
+impl ServerChild {
+    /// Stops the child and returns what it logged.
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut log = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            stderr.read_to_string(&mut log).unwrap();
+        }
+        log
+    }
+}
+
 impl Drop for ServerChild {
     fn drop(&mut self) {
         drop(self.child.stdin.take());
@@ -209,8 +222,8 @@ impl Drop for ServerChild {
 /// and of `out_of_descriptors_the_server_waits_and_serves_on` (does nothing
 /// unless started by them; `DIPU_STORE_TEST_CHILD`: the descriptor limit,
 /// or empty for the hard one): prints `PORT <n>`, answers each
-/// `count` line on standard input with `CLIENTS <n>`, and stops when
-/// standard input closes.
+/// `count` line on standard input with `CLIENTS <n>`, logs warnings to
+/// standard error, and stops when standard input closes.
 #[test]
 fn idle_server_child() {
     if std::env::var_os("DIPU_STORE_TEST_CHILD").is_none() {
@@ -224,6 +237,11 @@ fn idle_server_child() {
         use nix::sys::resource::{setrlimit, Resource};
         setrlimit(Resource::RLIMIT_NOFILE, n, hard).expect("lowering RLIMIT_NOFILE");
     }
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
     let srv = server();
     println!("PORT {}", srv.port());
     for line in std::io::stdin().lines() {
@@ -298,6 +316,12 @@ fn out_of_descriptors_the_server_waits_and_serves_on() {
     let fresh = TcpStore::connect("127.0.0.1", srv.port, PATIENCE).unwrap();
     exercise(&fresh, "fresh");
     srv.await_clients(101);
+    drop((clients, fresh));
+    // One burst of refused accepts (retried every 50 ms meanwhile): one
+    // warning.
+    let log = srv.finish();
+    let warnings = log.matches("cannot accept more clients").count();
+    assert_eq!(warnings, 1, "{log}");
 }
 
 /// A fixed xorshift stream: the same bytes every run.
