@@ -139,6 +139,13 @@ pub fn on_guard_violation(v: &GuardViolation) -> bool {
         return false;
     };
     state::record_violation("out-of-bounds write", message);
+    abort_if_asked();
+    true
+}
+
+/// With `DIPU_MEM_CHECK_ABORT=1`, aborts the process (after a line saying
+/// why): called right after a violation is written.
+pub(crate) fn abort_if_asked() {
     if abort_on_violation() {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
@@ -146,7 +153,6 @@ pub fn on_guard_violation(v: &GuardViolation) -> bool {
         );
         std::process::abort();
     }
-    true
 }
 
 #[cfg(test)]

@@ -7,11 +7,17 @@
 //! keeps its next user behind the copy), and has the memory checker judge
 //! the copy once an event after it has completed.
 //!
-//! Only runtimes created with the checker on and guards asked for use it:
-//! without guards the allocators are not wrapped and their path is
+//! With `DIPU_MEM_CHECK_POISON=1` a freed block is also filled with the
+//! poison pattern on its stream and held in a quarantine before it goes
+//! back to the allocator ([`quarantine`]).
+//!
+//! Only runtimes created with the checker on and guards or poison asked
+//! for use it: otherwise the allocators are not wrapped and their path is
 //! unchanged.
 
-use std::collections::HashMap;
+mod quarantine;
+
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -70,6 +76,10 @@ struct Pending {
 struct State {
     live: HashMap<usize, Live>,
     pending: Vec<Pending>,
+    /// Poisoned frees held back from reuse, oldest first.
+    quarantine: VecDeque<quarantine::Quarantined>,
+    /// The bytes (with guards) of the blocks in `quarantine`.
+    held: usize,
 }
 
 /// One device's guarded allocator: the shared part, also held by the
@@ -78,16 +88,21 @@ pub(crate) struct Guarded {
     inner: Box<dyn DeviceAllocator>,
     ctx: &'static DeviceContext,
     sizes: GuardSizes,
+    /// With poison: the bytes the quarantine holds.
+    quarantine: Option<usize>,
     state: Mutex<State>,
 }
 
 /// The guarded allocators a runtime made, for checks of every live guard.
 pub(crate) type GuardList = Arc<Mutex<Vec<Arc<Guarded>>>>;
 
-/// The wrapper that guards each allocator of `ctx` and lists it in `list`.
+/// The wrapper that guards each allocator of `ctx` (and poisons its frees
+/// into a quarantine of `quarantine` bytes, when given) and lists it in
+/// `list`.
 pub(crate) fn wrapper(
     ctx: &'static DeviceContext,
     sizes: GuardSizes,
+    quarantine: Option<usize>,
     list: GuardList,
 ) -> AllocatorWrapper {
     Arc::new(move |_device, inner| {
@@ -95,6 +110,7 @@ pub(crate) fn wrapper(
             inner,
             ctx,
             sizes,
+            quarantine,
             state: Mutex::default(),
         });
         list.lock().push(Arc::clone(&g));
@@ -255,6 +271,7 @@ impl Guarded {
                 found += r?;
             }
         }
+        found += self.check_quarantine(&mut state)?;
         Ok(found)
     }
 }
@@ -264,6 +281,10 @@ impl Drop for Guarded {
         // The pending copies write into buffers freed with this.
         for p in &self.state.get_mut().pending {
             let _ = p.done.synchronize();
+        }
+        let mut state = std::mem::take(self.state.get_mut());
+        if let Err(e) = self.flush(&mut state) {
+            tracing::warn!("dipu memcheck: emptying the quarantine: {e}");
         }
     }
 }
@@ -295,7 +316,16 @@ impl DeviceAllocator for Handle {
                     format!("{bytes} bytes and their guards is more than any allocation can hold"),
                 )
             })?;
-        let a = g.inner.allocate(total, stream)?;
+        let a = match g.inner.allocate(total, stream) {
+            Err(e) if e.kind() == dipu_deviceapi::ErrorKind::OutOfMemory => {
+                // The quarantine's blocks go back first, then once more.
+                if g.flush(&mut g.state.lock())? == 0 {
+                    return Err(e);
+                }
+                g.inner.allocate(total, stream)?
+            }
+            r => r?,
+        };
         let base = a.ptr as usize;
         let user = base + front;
         let filled = (|| {
@@ -359,11 +389,14 @@ impl DeviceAllocator for Handle {
         };
         match g.copy_back(user, &live) {
             Ok((copy, done)) => {
-                if let Err(e) = g.inner.free((user - g.sizes.front) as *mut c_void) {
-                    // The copy writes into `copy`: let it finish first.
-                    let _ = done.synchronize();
-                    state.live.insert(user, live);
-                    return Err(e);
+                let held = g.poison(user, &live);
+                if held.is_none() {
+                    if let Err(e) = g.inner.free((user - g.sizes.front) as *mut c_void) {
+                        // The copy writes into `copy`: let it finish first.
+                        let _ = done.synchronize();
+                        state.live.insert(user, live);
+                        return Err(e);
+                    }
                 }
                 state.pending.push(Pending {
                     user,
@@ -371,7 +404,11 @@ impl DeviceAllocator for Handle {
                     copy,
                     done,
                 });
-                g.settle(&mut state, false).map(|_| ())
+                let settled = g.settle(&mut state, false);
+                if let Some(q) = held {
+                    g.hold(&mut state, q)?;
+                }
+                settled.map(|_| ())
             }
             Err(e) => {
                 state.live.insert(user, live);
@@ -407,7 +444,10 @@ impl DeviceAllocator for Handle {
 
     fn empty_cache(&self) -> Result<()> {
         let g = &*self.0;
-        g.settle(&mut g.state.lock(), true)?;
+        let mut state = g.state.lock();
+        g.settle(&mut state, true)?;
+        g.flush(&mut state)?;
+        drop(state);
         g.inner.empty_cache()
     }
 
