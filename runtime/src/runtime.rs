@@ -341,11 +341,13 @@ impl Runtime {
         self.host.record_event(ptr, stream)
     }
 
-    /// Checks the memory checker's guard bytes now: synchronizes each
-    /// device with guarded allocations, checks the guards of the frees
-    /// waiting for their streams (and releases them) and of every live
-    /// allocation, and reports each overwritten side not reported before.
-    /// Returns the violations found by this call (0 without guards).
+    /// Checks the memory checker's guard bytes and poisoned frees now:
+    /// synchronizes each device with guarded allocations, checks the
+    /// guards of the frees waiting for their streams (and releases them)
+    /// and of every live allocation, and the poison of every block in the
+    /// quarantine (which keeps them), and reports each overwritten side
+    /// and each write after free not reported before. Returns the
+    /// violations found by this call (0 without guards and poison).
     pub fn check_guards(&self) -> Result<usize> {
         let list: Vec<_> = self.guards.lock().clone();
         let mut found = 0;
