@@ -263,21 +263,95 @@ fn clean_work_on_several_streams_reports_nothing() {
 }
 
 #[test]
-fn statistics_count_the_guards_and_frees_at_once() {
+fn statistics_count_the_guards_and_kept_blocks() {
     let _g = Guarded::new();
     for (algorithm, expandable) in setups() {
         let rt = runtime(algorithm, expandable);
         let s = rt.context().stream_from_pool(0, false).unwrap();
+        let other = rt.context().new_stream(0, 0).unwrap();
         let p = rt.allocate_raw(1000, s).unwrap();
         let stats = rt.stats(0).unwrap();
         assert_eq!(stats.requested_bytes.current, 1000 + 512 + GUARD as u64);
         assert_eq!(stats.allocation.current, 1);
+        // Used on its stream only: kept for reuse, still allocated.
         rt.free_raw(0, p).unwrap();
+        let stats = rt.stats(0).unwrap();
+        assert_eq!(stats.allocation.current, 1, "{algorithm}: kept");
+        let again = rt.allocate_raw(1000, s).unwrap();
+        assert_eq!(again, p, "{algorithm}: the kept block is reused");
+        assert_eq!(rt.stats(0).unwrap().allocation.current, 1);
+        // Used on another stream: given back at its free.
+        rt.record_stream_raw(again, other).unwrap();
+        rt.free_raw(0, again).unwrap();
         let stats = rt.stats(0).unwrap();
         assert_eq!(stats.requested_bytes.current, 0, "{algorithm}");
         assert_eq!(stats.allocation.current, 0, "{algorithm}");
+        // Emptying the cache gives kept blocks back.
+        let p = rt.allocate_raw(1000, s).unwrap();
+        rt.free_raw(0, p).unwrap();
+        rt.empty_cache(0).unwrap();
+        assert_eq!(rt.stats(0).unwrap().allocation.current, 0, "{algorithm}");
         assert!(rt.release_and_report().is_clean());
     }
+}
+
+#[test]
+fn a_write_in_a_reused_block_is_found_by_a_check_naming_the_reuse() {
+    let _g = Guarded::new();
+    let rt = runtime(Algorithm::BestFit, false);
+    let s = rt.context().stream_from_pool(0, false).unwrap();
+    let p = rt.allocate_raw(2000, s).unwrap();
+    rt.free_raw(0, p).unwrap();
+    let q = rt.allocate_raw(2000, s).unwrap();
+    assert_eq!(q, p, "kept and reused without a refill");
+    stray_write(&rt, q as usize + 2000 + 1, &s);
+    rt.free_raw(0, q).unwrap();
+    assert!(violations_of(p).is_empty(), "kept: not checked yet");
+    assert_eq!(rt.check_guards().unwrap(), 1);
+    let v = violations_of(p);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].contains("offset +2001 (1 bytes past the end)"),
+        "{}",
+        v[0]
+    );
+    assert!(
+        v[0].contains("it served 2 allocations of 2000 bytes on this stream"),
+        "{}",
+        v[0]
+    );
+    assert_eq!(rt.check_guards().unwrap(), 0);
+    assert!(rt.release_and_report().is_clean());
+}
+
+#[test]
+fn a_kept_block_is_checked_at_its_free_after_at_most_64_uses() {
+    let _g = Guarded::new();
+    let rt = runtime(Algorithm::BestFit, false);
+    let s = rt.context().stream_from_pool(0, false).unwrap();
+    let p = rt.allocate_raw(500, s).unwrap();
+    stray_write(&rt, p as usize - 3, &s);
+    rt.free_raw(0, p).unwrap();
+    for i in 1..64 {
+        let q = rt.allocate_raw(500, s).unwrap();
+        assert_eq!(q, p, "use {i}");
+        rt.free_raw(0, q).unwrap();
+    }
+    // The 64th free queued the copy back; the next call judges it once done.
+    s.synchronize().unwrap();
+    let other = rt.allocate_raw(64, s).unwrap();
+    rt.free_raw(0, other).unwrap();
+    let v = violations_of(p);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].contains("found at its free"), "{}", v[0]);
+    assert!(
+        v[0].contains("offset -3 (3 bytes before the start)"),
+        "{}",
+        v[0]
+    );
+    assert!(v[0].contains("it served 64 allocations"), "{}", v[0]);
+    assert_eq!(rt.check_guards().unwrap(), 0);
+    assert!(rt.release_and_report().is_clean());
 }
 
 #[test]

@@ -16,6 +16,7 @@
 //! unchanged.
 
 mod quarantine;
+mod reuse;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -59,6 +60,9 @@ struct Live {
     streams: Vec<Stream>,
     /// Sides already reported (each is reported once).
     reported: [bool; 2],
+    /// Allocations the block served since its guards were filled (1: this
+    /// one; more when it was kept for reuse).
+    uses: u32,
 }
 
 /// A freed allocation whose guards are being copied back on its stream.
@@ -80,6 +84,8 @@ struct State {
     quarantine: VecDeque<quarantine::Quarantined>,
     /// The bytes (with guards) of the blocks in `quarantine`.
     held: usize,
+    /// Freed blocks kept for reuse, guards and all.
+    reuse: reuse::Reuse,
 }
 
 /// One device's guarded allocator: the shared part, also held by the
@@ -128,6 +134,11 @@ fn side_index(side: Side) -> usize {
 impl Guarded {
     fn device(&self) -> i32 {
         self.inner.device()
+    }
+
+    /// The block's bytes with its guards (what the allocator holds).
+    fn total(&self, bytes: usize) -> usize {
+        self.sizes.front + bytes + self.sizes.back
     }
 
     /// Queues on the allocation's stream, after the work queued so far on
@@ -222,6 +233,7 @@ impl Guarded {
                 side,
                 guard: guard.to_vec(),
                 at_free,
+                uses: live.uses,
             };
             if dipu_memcheck::on_guard_violation(&v) {
                 live.reported[side_index(side)] = true;
@@ -256,12 +268,46 @@ impl Guarded {
         Ok(found)
     }
 
-    /// Checks every pending free (after waiting for its streams) and every
-    /// live allocation (after synchronizing the device); returns the
-    /// violations reported.
+    /// Gives the freed `live` at `user` back: queues the copy of its
+    /// guards, then poisons and quarantines the block or gives it back to
+    /// the allocator at once. On an error the allocation stays live.
+    fn give_back(&self, state: &mut State, user: usize, live: Live) -> Result<()> {
+        let (copy, done) = match self.copy_back(user, &live) {
+            Ok(queued) => queued,
+            Err(e) => {
+                state.live.insert(user, live);
+                return Err(e.context("copying the memory checker's guard bytes back"));
+            }
+        };
+        let held = self.poison(user, &live);
+        if held.is_none() {
+            if let Err(e) = self.inner.free((user - self.sizes.front) as *mut c_void) {
+                // The copy writes into `copy`: let it finish first.
+                let _ = done.synchronize();
+                state.live.insert(user, live);
+                return Err(e);
+            }
+        }
+        state.pending.push(Pending {
+            user,
+            live,
+            copy,
+            done,
+        });
+        let settled = self.settle(state, false);
+        if let Some(q) = held {
+            self.hold(state, q)?;
+        }
+        settled.map(|_| ())
+    }
+
+    /// Checks every pending free (after waiting for its streams), every
+    /// kept block (given back), every live allocation (after synchronizing
+    /// the device) and the quarantine; returns the violations reported.
     pub(crate) fn check_all(&self) -> Result<usize> {
         self.ctx.synchronize_device(self.device())?;
         let mut state = self.state.lock();
+        self.flush_kept(&mut state)?;
         let mut found = self.settle(&mut state, true)?;
         let users: Vec<usize> = state.live.keys().copied().collect();
         for user in users {
@@ -306,6 +352,17 @@ impl DeviceAllocator for Handle {
         if bytes == 0 {
             return g.inner.allocate(0, stream);
         }
+        if g.quarantine.is_none() && bytes <= reuse::MAX_KEPT_BLOCK {
+            let mut state = g.state.lock();
+            if let Some(user) = g.reuse(&mut state, bytes, stream) {
+                return Ok(Allocation {
+                    ptr: user as *mut c_void,
+                    size: bytes,
+                    device: g.device(),
+                    stream,
+                });
+            }
+        }
         let GuardSizes { front, back } = g.sizes;
         let total = bytes
             .checked_add(front + back)
@@ -318,8 +375,12 @@ impl DeviceAllocator for Handle {
             })?;
         let a = match g.inner.allocate(total, stream) {
             Err(e) if e.kind() == dipu_deviceapi::ErrorKind::OutOfMemory => {
-                // The quarantine's blocks go back first, then once more.
-                if g.flush(&mut g.state.lock())? == 0 {
+                // The kept and quarantined blocks go back first, then once
+                // more.
+                let mut state = g.state.lock();
+                let n = g.flush_kept(&mut state)? + g.flush(&mut state)?;
+                drop(state);
+                if n == 0 {
                     return Err(e);
                 }
                 g.inner.allocate(total, stream)?
@@ -368,6 +429,7 @@ impl DeviceAllocator for Handle {
                 stream,
                 streams: Vec::new(),
                 reported: [false; 2],
+                uses: 1,
             },
         );
         Ok(Allocation {
@@ -387,34 +449,7 @@ impl DeviceAllocator for Handle {
                 g.device()
             )));
         };
-        match g.copy_back(user, &live) {
-            Ok((copy, done)) => {
-                let held = g.poison(user, &live);
-                if held.is_none() {
-                    if let Err(e) = g.inner.free((user - g.sizes.front) as *mut c_void) {
-                        // The copy writes into `copy`: let it finish first.
-                        let _ = done.synchronize();
-                        state.live.insert(user, live);
-                        return Err(e);
-                    }
-                }
-                state.pending.push(Pending {
-                    user,
-                    live,
-                    copy,
-                    done,
-                });
-                let settled = g.settle(&mut state, false);
-                if let Some(q) = held {
-                    g.hold(&mut state, q)?;
-                }
-                settled.map(|_| ())
-            }
-            Err(e) => {
-                state.live.insert(user, live);
-                Err(e.context("copying the memory checker's guard bytes back"))
-            }
-        }
+        g.keep_or_give_back(&mut state, user, live)
     }
 
     fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
@@ -445,6 +480,7 @@ impl DeviceAllocator for Handle {
     fn empty_cache(&self) -> Result<()> {
         let g = &*self.0;
         let mut state = g.state.lock();
+        g.flush_kept(&mut state)?;
         g.settle(&mut state, true)?;
         g.flush(&mut state)?;
         drop(state);

@@ -27,11 +27,6 @@ pub(super) struct Quarantined {
 }
 
 impl Guarded {
-    /// The block's bytes with its guards (what the allocator holds).
-    fn total(&self, bytes: usize) -> usize {
-        self.sizes.front + bytes + self.sizes.back
-    }
-
     /// With poison on, queues the fill of the freed allocation's bytes on
     /// its stream and returns it for the quarantine, unless it is larger
     /// than the whole quarantine (then it is poisoned and given back at
