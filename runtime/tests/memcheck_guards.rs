@@ -5,11 +5,14 @@
 //! not reported; the user's pointer and size are unchanged. The checker is
 //! process-global: every test holds `LOCK`.
 
+mod common;
+
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use common::{runtime, setups};
 use dipu_runtime::memcheck::{self, MemCheck, Side};
-use dipu_runtime::{Algorithm, AllocatorConfig, CopyKind, Runtime, RuntimeOptions, Stream};
+use dipu_runtime::{Algorithm, CopyKind, Runtime, Stream};
 use parking_lot::{Mutex, MutexGuard};
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -37,35 +40,6 @@ impl Drop for Guarded {
         MemCheck::clear();
         memcheck::set_options(0, false);
     }
-}
-
-/// Every algorithm, and expandable segments under TORCH and BF.
-fn setups() -> Vec<(Algorithm, bool)> {
-    let mut v: Vec<(Algorithm, bool)> = [
-        Algorithm::Torch,
-        Algorithm::BestFit,
-        Algorithm::BinSize,
-        Algorithm::Raw,
-    ]
-    .into_iter()
-    .map(|a| (a, false))
-    .collect();
-    v.push((Algorithm::Torch, true));
-    v.push((Algorithm::BestFit, true));
-    v
-}
-
-fn runtime(algorithm: Algorithm, expandable: bool) -> Arc<Runtime> {
-    let conf = AllocatorConfig {
-        expandable_segments: expandable,
-        ..AllocatorConfig::default()
-    };
-    Runtime::new(
-        RuntimeOptions::default()
-            .with_algorithm(algorithm)
-            .with_alloc_conf(conf),
-    )
-    .unwrap()
 }
 
 /// The byte a buggy kernel writes.

@@ -7,12 +7,14 @@
 //! allocator runs out, and clean work reports nothing. The checker is
 //! process-global: every test holds `LOCK`.
 
+mod common;
+
 use std::ffi::c_void;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 
+use common::{runtime, setups};
 use dipu_runtime::memcheck::{self, MemCheck, POISON_PATTERN};
-use dipu_runtime::{Algorithm, AllocatorConfig, CopyKind, Runtime, RuntimeOptions, Stream};
+use dipu_runtime::{Algorithm, CopyKind, Runtime, Stream};
 use parking_lot::{Mutex, MutexGuard};
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -43,35 +45,6 @@ impl Drop for Poisoned {
         memcheck::set_options(0, false);
         memcheck::set_poison(false, memcheck::DEFAULT_QUARANTINE_BYTES);
     }
-}
-
-/// Every algorithm, and expandable segments under TORCH and BF.
-fn setups() -> Vec<(Algorithm, bool)> {
-    let mut v: Vec<(Algorithm, bool)> = [
-        Algorithm::Torch,
-        Algorithm::BestFit,
-        Algorithm::BinSize,
-        Algorithm::Raw,
-    ]
-    .into_iter()
-    .map(|a| (a, false))
-    .collect();
-    v.push((Algorithm::Torch, true));
-    v.push((Algorithm::BestFit, true));
-    v
-}
-
-fn runtime(algorithm: Algorithm, expandable: bool) -> Arc<Runtime> {
-    let conf = AllocatorConfig {
-        expandable_segments: expandable,
-        ..AllocatorConfig::default()
-    };
-    Runtime::new(
-        RuntimeOptions::default()
-            .with_algorithm(algorithm)
-            .with_alloc_conf(conf),
-    )
-    .unwrap()
 }
 
 /// The byte a buggy kernel writes.

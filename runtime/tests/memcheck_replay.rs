@@ -21,7 +21,10 @@ const SETUPS: [(&str, Algorithm, bool); 5] = [
 
 #[test]
 fn the_resnet18_trace_with_guards_and_poison_reports_nothing() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../allocator/traces/resnet18.trace");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../allocator/traces/resnet18.trace"
+    );
     let trace = Trace::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
     println!("| algorithm | off | guards 64 | guards 64 + poison |");
     for (label, algorithm, expandable) in SETUPS {

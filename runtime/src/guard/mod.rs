@@ -74,6 +74,9 @@ struct Pending {
     copy: Vec<u8>,
     /// Recorded on the allocation's stream after the copy.
     done: PooledEvent,
+    /// The block is still held (a kept block checked after its uses): it
+    /// is kept again if its guards are intact, else given back.
+    keep: bool,
 }
 
 #[derive(Default)]
@@ -263,7 +266,13 @@ impl Guarded {
             }
             let mut p = state.pending.swap_remove(i);
             let (front, back) = p.copy.split_at(self.sizes.front);
-            found += self.judge(p.user, &mut p.live, [front, back], true);
+            let bad = self.judge(p.user, &mut p.live, [front, back], true);
+            found += bad;
+            if p.keep {
+                // Kept again only when polled: a wait comes from a check of
+                // everything or an emptying of the cache, which give back.
+                self.after_check(state, p.user, p.live, bad == 0 && !wait)?;
+            }
         }
         Ok(found)
     }
@@ -293,6 +302,7 @@ impl Guarded {
             live,
             copy,
             done,
+            keep: false,
         });
         let settled = self.settle(state, false);
         if let Some(q) = held {
@@ -379,6 +389,7 @@ impl DeviceAllocator for Handle {
                 // more.
                 let mut state = g.state.lock();
                 let n = g.flush_kept(&mut state)? + g.flush(&mut state)?;
+                g.settle(&mut state, true)?;
                 drop(state);
                 if n == 0 {
                     return Err(e);

@@ -2,16 +2,19 @@
 //! (no `record_stream`) is kept, guards and all, instead of being copied
 //! back and given back to the allocator, and the next allocation of the
 //! same size on that stream takes it without a refill. Its guards are
-//! checked when it leaves (after [`MAX_UNCHECKED_USES`] allocations, when
-//! the kept bytes are full, at `empty_cache`, when the allocator runs out,
-//! at a check of every guard), so a cache-hit pair queues no device work.
+//! checked when it leaves (when the kept bytes are full, at `empty_cache`,
+//! when the allocator runs out, at a check of every guard) and at the
+//! free that ends its [`MAX_UNCHECKED_USES`]th allocation: then they are
+//! copied back while the block waits aside, and it is kept again if they
+//! are intact. So a cache-hit pair queues no device work, and one in 64
+//! queues a copy, never a wait.
 
 use std::collections::HashMap;
 
 use dipu_deviceapi::Result;
 use dipu_stream::Stream;
 
-use super::{Guarded, Live, State};
+use super::{Guarded, Live, Pending, State};
 
 /// The largest allocation kept (1 MiB).
 pub(super) const MAX_KEPT_BLOCK: usize = 1 << 20;
@@ -69,10 +72,12 @@ impl Guarded {
             && live.streams.is_empty()
             && live.reported == [false; 2]
             && live.bytes <= MAX_KEPT_BLOCK
-            && live.uses < MAX_UNCHECKED_USES
             && state.reuse.bytes + total <= MAX_KEPT_BYTES;
         if !keep {
             return self.give_back(state, user, live);
+        }
+        if live.uses >= MAX_UNCHECKED_USES {
+            return self.check_aside(state, user, live);
         }
         state.reuse.bytes += total;
         let kept = Kept {
@@ -86,6 +91,48 @@ impl Guarded {
             .or_default()
             .push(kept);
         Ok(())
+    }
+
+    /// Queues the copy of the guards of the freed `live` at `user`, a kept
+    /// block at the end of its uses, holding the block aside until the
+    /// copy is judged ([`Guarded::after_check`]).
+    fn check_aside(&self, state: &mut State, user: usize, live: Live) -> Result<()> {
+        let (copy, done) = match self.copy_back(user, &live) {
+            Ok(queued) => queued,
+            Err(e) => {
+                state.live.insert(user, live);
+                return Err(e.context("copying the memory checker's guard bytes back"));
+            }
+        };
+        state.pending.push(Pending {
+            user,
+            live,
+            copy,
+            done,
+            keep: true,
+        });
+        self.settle(state, false).map(|_| ())
+    }
+
+    /// A block checked aside: kept again (its guards proven intact, its
+    /// uses counted from 0) if `intact` and there is room, else given back
+    /// to the allocator (the next allocation refills its guards).
+    pub(super) fn after_check(
+        &self,
+        state: &mut State,
+        user: usize,
+        live: Live,
+        intact: bool,
+    ) -> Result<()> {
+        let total = self.total(live.bytes);
+        if intact && state.reuse.bytes + total <= MAX_KEPT_BYTES {
+            state.reuse.bytes += total;
+            let list = state.reuse.by_key.entry((live.stream, live.bytes));
+            list.or_default().push(Kept { user, uses: 0 });
+            return Ok(());
+        }
+        self.inner
+            .free((user - self.sizes.front) as *mut std::ffi::c_void)
     }
 
     /// Gives every kept block back (its guards copied back and checked as
