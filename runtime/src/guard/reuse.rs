@@ -6,7 +6,7 @@
 //! when the allocator runs out, at a check of every guard) and at the
 //! free that ends its [`MAX_UNCHECKED_USES`]th allocation: then they are
 //! copied back while the block waits aside, and it is kept again if they
-//! are intact. So a cache-hit pair queues no device work, and one in 64
+//! are intact. So a cache-hit pair queues no device work, and one in 256
 //! queues a copy, never a wait.
 
 use std::collections::HashMap;
@@ -21,7 +21,7 @@ pub(super) const MAX_KEPT_BLOCK: usize = 1 << 20;
 /// The most bytes (with guards) kept per device (16 MiB).
 pub(super) const MAX_KEPT_BYTES: usize = 16 << 20;
 /// Allocations a block serves before its guards are checked at its free.
-pub(super) const MAX_UNCHECKED_USES: u32 = 64;
+pub(super) const MAX_UNCHECKED_USES: u32 = 256;
 
 /// A kept block: the user's pointer and the allocations it served since
 /// its guards were filled.
