@@ -124,6 +124,8 @@ fn overwrite(rt: &Runtime, side: Side, size: usize) -> (*mut c_void, Vec<String>
 fn a_byte_past_the_end_is_reported_once_with_its_allocation() {
     let _g = Guarded::new();
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let rt = runtime(algorithm, expandable);
         assert_eq!(rt.guard_bytes(), Some((512, GUARD)));
         let (p, v) = overwrite(&rt, Side::After, 1000);
@@ -151,6 +153,8 @@ fn a_byte_past_the_end_is_reported_once_with_its_allocation() {
 fn a_byte_before_the_start_is_reported_once_with_its_allocation() {
     let _g = Guarded::new();
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let rt = runtime(algorithm, expandable);
         let (_, v) = overwrite(&rt, Side::Before, 4096);
         let what = format!("{algorithm} expandable={expandable}");
@@ -199,6 +203,8 @@ fn a_live_overwrite_is_found_by_a_check_and_not_again_at_free() {
 fn clean_work_on_several_streams_reports_nothing() {
     let _g = Guarded::new();
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let rt = runtime(algorithm, expandable);
         let ctx = rt.context();
         let a = ctx.stream_from_pool(0, false).unwrap();
@@ -240,6 +246,8 @@ fn clean_work_on_several_streams_reports_nothing() {
 fn statistics_count_the_guards_and_kept_blocks() {
     let _g = Guarded::new();
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let rt = runtime(algorithm, expandable);
         let s = rt.context().stream_from_pool(0, false).unwrap();
         let other = rt.context().new_stream(0, 0).unwrap();

@@ -125,6 +125,8 @@ fn write_after_free(rt: &Runtime, offset: usize) -> usize {
 fn a_write_after_free_is_reported_once_with_the_free() {
     let _g = Poisoned::new(memcheck::DEFAULT_QUARANTINE_BYTES);
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let what = format!("{algorithm} expandable={expandable}");
         let rt = runtime(algorithm, expandable);
         assert_eq!(rt.quarantine_bytes(), Some(64 << 20));
@@ -186,6 +188,8 @@ fn a_check_finds_a_write_after_free_in_the_quarantine_once() {
 fn a_read_after_free_sees_the_poison() {
     let _g = Poisoned::new(memcheck::DEFAULT_QUARANTINE_BYTES);
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let what = format!("{algorithm} expandable={expandable}");
         let rt = runtime(algorithm, expandable);
         let s = rt.context().stream_from_pool(0, false).unwrap();
@@ -313,6 +317,8 @@ fn clean_work_on_several_streams_reports_nothing() {
     // A small quarantine, so that blocks leave it and are reused often.
     let _g = Poisoned::new(256 << 10);
     for (algorithm, expandable) in setups() {
+        // Reports of an earlier setup may name the same addresses.
+        MemCheck::clear();
         let what = format!("{algorithm} expandable={expandable}");
         let rt = runtime(algorithm, expandable);
         let ctx = rt.context();
