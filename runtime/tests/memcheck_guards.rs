@@ -89,11 +89,7 @@ fn overwrite(rt: &Runtime, side: Side, size: usize) -> (*mut c_void, Vec<String>
     // The front guard is a multiple of 512 bytes, so the pointer keeps the
     // block's alignment: 512 from the caching algorithms, the vendor's
     // under RAW (64 on the Ascend fake).
-    assert_eq!(
-        p as usize % 64,
-        0,
-        "the user's pointer keeps its alignment"
-    );
+    assert_eq!(p as usize % 64, 0, "the user's pointer keeps its alignment");
     let found = rt.find_allocation(p).unwrap();
     assert_eq!(
         (found.addr, found.len),
