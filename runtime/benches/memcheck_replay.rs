@@ -6,8 +6,6 @@
 //! must report no violation. (The test `memcheck_replay` checks the same
 //! on three streams without the figures.)
 
-#![expect(missing_docs, reason = "a benchmark binary")]
-
 use dipu_allocator::replay::{replay, Trace};
 use dipu_runtime::memcheck::{self, MemCheck};
 use dipu_runtime::{Algorithm, AllocatorConfig, Runtime, RuntimeOptions};
