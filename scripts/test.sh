@@ -106,6 +106,10 @@ on_fakes cargo test --workspace --locked --test gpu -- --ignored --test-threads=
 # not convert yet.
 on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_FAKE_DEVICES=4 \
   cargo test --workspace --locked --test group_collectives -- --skip all_reduce_every_type_and_operator
+# The memory checker's guard bytes and poisoned frees on the CUDA vendor
+# (DIPU_TEST_EXPECT_VENDOR fails the tests if another vendor loaded).
+on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_TEST_EXPECT_VENDOR=cuda \
+  cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
 # The C ABI on CUDA: the C test programs of one process (allreduce.c needs
 # two processes, which the fake NCCL, ranks as threads, does not join).
 ctmp="$(mktemp -d)"
@@ -125,6 +129,8 @@ for lib in cnrt cncl cndrv; do
   ln -sf "$PWD/target/debug/libdipu_fake_cambricon.so" "$neuware/lib64/lib$lib.so"
 done
 NEUWARE_HOME="$neuware" ./target/debug/dipu selftest --vendor cambricon | tail -n 1
+NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" DIPU_TEST_EXPECT_VENDOR=cambricon \
+  cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
 tmp="$(mktemp -d)"
 DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp" >/dev/null
 for prog in example threads; do
@@ -161,6 +167,8 @@ for build in new old; do
     ./target/debug/dipu replay --all --streams 2 --vendor ascend allocator/traces/resnet18.trace | sed -n '/^algorithm/,/^$/p'
   DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_DEVICES=4 \
     cargo test --workspace --locked -q --test group_collectives 2>&1 | grep "test result"
+  DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" DIPU_TEST_EXPECT_VENDOR=ascend \
+    cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
   for program in example roundtrip threads leaks; do
     DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" "$cann/$program" >/dev/null
   done

@@ -136,11 +136,22 @@ impl Expandables {
     /// Unmaps free granules, range by range and within a range highest
     /// addresses first (blocks are carved from the bottom), until at least
     /// `want` bytes are unmapped or none is left (`usize::MAX`: all).
+    ///
+    /// A block freed on its own stream is free at once, while work queued
+    /// on that stream may still use it (a later user on the stream runs
+    /// after it). Unmapping does not wait for the stream the way a free
+    /// does, so a range's stream is synchronized before any of its
+    /// granules is unmapped.
     pub(crate) fn unmap_free(&mut self, arena: &Arena, want: usize) -> Result<()> {
         let vm = self.vm;
         let mut total = 0;
-        for seg in self.by_stream.values_mut() {
-            for g in vm.free_mapped_granules(arena, seg).into_iter().rev() {
+        for (stream, seg) in self.by_stream.iter_mut() {
+            let free = vm.free_mapped_granules(arena, seg);
+            if free.is_empty() || total >= want {
+                continue;
+            }
+            stream.synchronize()?;
+            for g in free.into_iter().rev() {
                 if total >= want {
                     return Ok(());
                 }

@@ -228,3 +228,41 @@ fn an_unmap_that_fails_leaves_the_statistics_true() {
     let again = alloc.allocate(10 * MIB, s).unwrap();
     alloc.free(again.ptr).unwrap();
 }
+
+#[test]
+fn granules_are_unmapped_only_after_the_work_queued_on_them() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let env = Env::new(256 << 20);
+    let alloc = env.allocator_with(0, Algorithm::BestFit, &expandable());
+    let s = env.stream(0);
+    let gate = common::hold(&env, s, false).unwrap();
+    let a = alloc.allocate(10 * MIB, s).unwrap();
+    // Queued behind the gate: a write into the block, then a flag.
+    env.memset_async(s, a.ptr, 5, 10 * MIB);
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
+    // SAFETY: `s` is a live stream of this vendor; the callback sets a flag.
+    unsafe {
+        env.ctx
+            .api()
+            .launch_host_func(
+                s.raw(),
+                Box::new(move || flag.store(true, Ordering::SeqCst)),
+            )
+            .unwrap()
+    };
+    // Freed on its own stream: free at once, the write still queued.
+    alloc.free(a.ptr).unwrap();
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        drop(gate);
+    });
+    alloc.empty_cache().unwrap();
+    assert!(
+        done.load(Ordering::SeqCst),
+        "the stream's queued write ran before its granules were unmapped"
+    );
+    opener.join().unwrap();
+    assert_eq!((alloc.stats().reserved_bytes.current, env.used(0)), (0, 0));
+}

@@ -33,13 +33,16 @@ pub extern "C" fn dipu_memcheck_report() -> dipu_status {
 }
 
 /// Checks the memory checker's guard bytes (DIPU_MEM_CHECK_GUARD_BYTES)
-/// now: synchronizes each device with guarded allocations, then checks the
-/// guards of every live allocation and of the frees still waiting for
-/// their streams. Each overwritten guard is reported once (logged, and
-/// kept for dipu_memcheck_report and the exit report; with
-/// DIPU_MEM_CHECK_ABORT=1 the process aborts). Stores in `*violations`
-/// (when not NULL) how many this call reported. Without a runtime, or
-/// with guards off, nothing is checked and 0 is stored.
+/// and poisoned frees (DIPU_MEM_CHECK_POISON) now: synchronizes each
+/// device with guarded allocations, then checks the guards of every live
+/// allocation and of the frees still waiting for their streams, and the
+/// poison of every block in the quarantine (which keeps them). Each
+/// overwritten guard and each block written after its free is reported
+/// once (logged, and kept for dipu_memcheck_report and the exit report;
+/// with DIPU_MEM_CHECK_ABORT=1 the process aborts). Stores in
+/// `*violations` (when not NULL) how many this call reported. Without a
+/// runtime, or with guards and poison off, nothing is checked and 0 is
+/// stored.
 /// Errors: a vendor's status from the synchronize or the copies.
 /// Thread-safe.
 ///

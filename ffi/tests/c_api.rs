@@ -389,6 +389,44 @@ fn memcheck_abort_stops_at_the_first_violation() {
     assert!(log.contains("offset +1002 (2 bytes past the end)"), "{log}");
 }
 
+/// `tests/c/poison.c` with the checker, backtraces and poison: the
+/// freed block reads as the poison, and the byte stored after the free is
+/// reported once, with the free's function, and in the exit report.
+#[test]
+fn memcheck_poison_shows_a_c_read_after_free_and_reports_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with(dir.path(), "gcc", "c11", "poison.c", &["-O0", "-rdynamic"]);
+    let log = dir.path().join("memcheck.log");
+    let out = Command::new(&exe)
+        .env_remove("DIPU_VENDOR")
+        .env("DIPU_MEM_CHECK", "1")
+        .env("DIPU_MEM_CHECK_ENABLE_BACKTRACE", "1")
+        .env("DIPU_MEM_CHECK_POISON", "1")
+        .env("DIPU_MEM_CHECK_LOG_FILE", &log)
+        .output()
+        .expect("run poison.c");
+    assert_ok(&out, "poison.c");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("read after free: dd dd dd dd"), "{stdout}");
+    assert!(stdout.contains("poison done"), "{stdout}");
+    let log = std::fs::read_to_string(&log).expect("the checker wrote DIPU_MEM_CHECK_LOG_FILE");
+    let line = "dipu memcheck: write after free: ";
+    assert_eq!(log.matches(line).count(), 1, "{log}");
+    assert!(
+        log.contains("1 of its 4096 bytes changed, offsets +100 to +100"),
+        "{log}"
+    );
+    assert!(log.contains("found by a check"), "{log}");
+    let freed = &log[log.find("freed at:").expect(&log)..];
+    assert!(
+        freed.contains("free_the_block"),
+        "the free's backtrace: {log}"
+    );
+    let report = &log[log.find("==== dipu memcheck report").expect(&log)..];
+    assert!(report.contains("write after free"), "{report}");
+    assert!(report.contains("0 blocks"), "{report}");
+}
+
 /// A TCP port of 127.0.0.1 that was free a moment ago.
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");

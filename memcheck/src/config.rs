@@ -22,6 +22,12 @@ pub const ENV_GUARD_BYTES: &str = "DIPU_MEM_CHECK_GUARD_BYTES";
 /// `DIPU_MEM_CHECK_ABORT`: `1`/`true` aborts the process at the first
 /// guard violation, after writing it.
 pub const ENV_ABORT: &str = "DIPU_MEM_CHECK_ABORT";
+/// `DIPU_MEM_CHECK_POISON`: `1`/`true` fills freed device blocks with the
+/// poison pattern and holds them in a quarantine before reuse.
+pub const ENV_POISON: &str = "DIPU_MEM_CHECK_POISON";
+/// `DIPU_MEM_CHECK_QUARANTINE_BYTES`: the freed bytes each device's
+/// quarantine holds (default 64 MiB).
+pub const ENV_QUARANTINE_BYTES: &str = "DIPU_MEM_CHECK_QUARANTINE_BYTES";
 
 /// The checker's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +48,12 @@ pub struct Config {
     /// `DIPU_MEM_CHECK_ABORT` (unset: keep the current setting, initially
     /// false).
     pub abort_on_violation: Option<bool>,
+    /// `DIPU_MEM_CHECK_POISON` (unset: keep the current setting, initially
+    /// false).
+    pub poison: Option<bool>,
+    /// `DIPU_MEM_CHECK_QUARANTINE_BYTES` (unset: keep the current setting,
+    /// initially [`crate::DEFAULT_QUARANTINE_BYTES`]).
+    pub quarantine_bytes: Option<usize>,
 }
 
 impl Default for Config {
@@ -54,6 +66,8 @@ impl Default for Config {
             log_file: None,
             guard_bytes: None,
             abort_on_violation: None,
+            poison: None,
+            quarantine_bytes: None,
         }
     }
 }
@@ -118,6 +132,12 @@ impl Config {
         if let Some(v) = var(ENV_ABORT) {
             c.abort_on_violation = Some(parse_bool(ENV_ABORT, &v)?);
         }
+        if let Some(v) = var(ENV_POISON) {
+            c.poison = Some(parse_bool(ENV_POISON, &v)?);
+        }
+        if let Some(v) = var(ENV_QUARANTINE_BYTES) {
+            c.quarantine_bytes = Some(parse_count(ENV_QUARANTINE_BYTES, &v, 0)?);
+        }
         c.log_file = var(ENV_LOG_FILE)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
@@ -132,6 +152,11 @@ impl Config {
             self.guard_bytes.unwrap_or_else(crate::guard_bytes),
             self.abort_on_violation
                 .unwrap_or_else(crate::abort_on_violation),
+        );
+        crate::poison::set_poison(
+            self.poison.unwrap_or_else(crate::poison),
+            self.quarantine_bytes
+                .unwrap_or_else(crate::quarantine_bytes),
         );
         if self.enabled {
             MemCheck::enable(self.backtraces);

@@ -86,6 +86,10 @@ pub struct GuardViolation {
     pub guard: Vec<u8>,
     /// Whether found at the free (else by a check of a live allocation).
     pub at_free: bool,
+    /// Allocations of the same size on the same stream the block served
+    /// since its guards were filled (1: this one alone; more when the
+    /// runtime kept it for reuse: the write may be any of theirs).
+    pub uses: u32,
 }
 
 impl GuardViolation {
@@ -122,6 +126,16 @@ impl GuardViolation {
         } else {
             "by a check"
         };
+        let story = if self.uses > 1 {
+            format!(
+                "{story}\n  (the block was kept for reuse: it served {} allocations of {} bytes on \
+                 this stream since its guards were filled, the one above last; the write may be \
+                 any of theirs)",
+                self.uses, self.size
+            )
+        } else {
+            story
+        };
         Some(format!(
             "the guard {} of {:#x} was overwritten (found {when}): first bad byte at offset \
              {offset} ({distance}); bytes found from there:{bytes} (expected {GUARD_PATTERN:#04x})\
@@ -139,6 +153,13 @@ pub fn on_guard_violation(v: &GuardViolation) -> bool {
         return false;
     };
     state::record_violation("out-of-bounds write", message);
+    abort_if_asked();
+    true
+}
+
+/// With `DIPU_MEM_CHECK_ABORT=1`, aborts the process (after a line saying
+/// why): called right after a violation is written.
+pub(crate) fn abort_if_asked() {
     if abort_on_violation() {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
@@ -146,7 +167,6 @@ pub fn on_guard_violation(v: &GuardViolation) -> bool {
         );
         std::process::abort();
     }
-    true
 }
 
 #[cfg(test)]
@@ -180,6 +200,7 @@ mod tests {
             side: Side::Before,
             guard,
             at_free: true,
+            uses: 1,
         };
         let m = v.message().unwrap();
         assert!(m.contains("before the start"), "{m}");

@@ -14,6 +14,10 @@
 //! them back at free (and on demand); [`on_guard_violation`] judges them
 //! and reports an overwritten side ([`GuardViolation`]) as an
 //! `out-of-bounds write` with the allocation's and the free's backtraces.
+//! With `DIPU_MEM_CHECK_POISON=1` it fills freed device blocks with
+//! [`POISON_PATTERN`] and holds them in a quarantine; a block whose poison
+//! changed before it left is reported ([`on_poison_violation`]) as a
+//! `write after free` with the free's backtrace.
 //!
 //! When disabled the allocation path pays one relaxed atomic load
 //! ([`enabled`]) and nothing else. Backtraces are captured unresolved
@@ -33,6 +37,7 @@
 
 mod config;
 mod guard;
+mod poison;
 mod report;
 mod state;
 mod unwind;
@@ -41,11 +46,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use config::{
     Config, ENV_ABORT, ENV_BACKTRACE, ENV_GUARD_BYTES, ENV_LOG_FILE, ENV_LOG_INTERVAL,
-    ENV_MAX_BLOCK, ENV_MEM_CHECK,
+    ENV_MAX_BLOCK, ENV_MEM_CHECK, ENV_POISON, ENV_QUARANTINE_BYTES,
 };
 pub use guard::{
     abort_on_violation, find_bad_byte, guard_bytes, on_guard_violation, set_options,
     GuardViolation, Side, GUARD_PATTERN, MAX_GUARD_BYTES,
+};
+pub use poison::{
+    keep, on_poison_violation, poison, quarantine_bytes, release, set_poison, PoisonViolation,
+    DEFAULT_QUARANTINE_BYTES, POISON_PATTERN,
 };
 pub use report::{Block, Frame, LeakGroup, Report, Violation};
 pub use state::{check_access, on_alloc, on_bad_free, on_free, records_count, MAX_FRAMES};

@@ -54,6 +54,9 @@ struct Entry {
     record: Record,
     /// `None` while live.
     free: Option<Free>,
+    /// Kept past the recent frees while its block is quarantined
+    /// ([`set_kept`]).
+    kept: bool,
 }
 
 #[derive(Default)]
@@ -213,7 +216,11 @@ pub fn on_alloc(ptr: usize, size: usize, location: Location, stream: Option<Stre
     {
         let mut guard = shard(ptr).lock();
         let s = &mut *guard;
-        let entry = Entry { record, free: None };
+        let entry = Entry {
+            record,
+            free: None,
+            kept: false,
+        };
         match s.map.insert(ptr, entry) {
             // Not freed through the runtime (e.g. a record from before a
             // disable/enable cycle): keep the counts right.
@@ -245,6 +252,25 @@ fn totals() -> (usize, u64) {
     })
 }
 
+/// Marks the record at `ptr` as kept (not forgotten with the old recent
+/// frees), or lets it go: a freed record no longer among the recent frees
+/// is forgotten then.
+pub(crate) fn set_kept(ptr: usize, kept: bool) {
+    let mut guard = shard(ptr).lock();
+    let s = &mut *guard;
+    let Some(e) = s.map.get_mut(&ptr) else {
+        return;
+    };
+    e.kept = kept;
+    if !kept {
+        if let Some(seq) = e.free.as_ref().map(|f| f.seq) {
+            if !s.order.iter().any(|&(p, q)| p == ptr && q == seq) {
+                s.map.remove(&ptr);
+            }
+        }
+    }
+}
+
 /// Records that the allocation at `ptr` was freed (after the runtime freed
 /// it). A pointer the checker does not know (allocated while it was off)
 /// is ignored.
@@ -272,8 +298,8 @@ pub fn on_free(ptr: usize) {
         let Some((old, seq)) = s.order.pop_front() else {
             break;
         };
-        // Unless allocated again, or freed again since.
-        let this_free = |e: &Entry| e.free.as_ref().is_some_and(|f| f.seq == seq);
+        // Unless allocated again, or freed again since, or kept.
+        let this_free = |e: &Entry| !e.kept && e.free.as_ref().is_some_and(|f| f.seq == seq);
         if s.map.get(&old).is_some_and(this_free) {
             s.map.remove(&old);
         }
@@ -314,6 +340,7 @@ fn explain(ptr: usize, what: &str) -> String {
         if let Some(Entry {
             record,
             free: Some(f),
+            ..
         }) = s.map.get(&ptr)
         {
             return format!(

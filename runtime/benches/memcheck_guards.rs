@@ -1,7 +1,8 @@
 //! The cost of guard bytes (`DIPU_MEM_CHECK_GUARD_BYTES=64`) on a cache-hit
-//! allocate + free pair of 4096 bytes through `Runtime` (BF), against the
-//! same pair with the checker on and no guards: two runtimes (guards are
-//! chosen when a runtime is created), the checker on for both.
+//! allocate + free pair of 4096 bytes (a block the guards keep for reuse)
+//! and of 2 MiB (larger than what they keep) through `Runtime` (BF),
+//! against the same pair with the checker on and no guards: two runtimes
+//! (guards are chosen when a runtime is created), the checker on for both.
 //!
 //! Besides criterion's rows, a paired measurement alternates short blocks
 //! of the two runtimes many times and prints the median of the per-round
@@ -29,16 +30,16 @@ fn runtime(guard_bytes: usize) -> (Arc<Runtime>, Stream) {
 }
 
 #[inline(always)]
-fn one_pair(rt: &Runtime, stream: Stream) {
-    let p = rt.allocate_raw(black_box(4096), stream).unwrap();
+fn one_pair(rt: &Runtime, stream: Stream, size: usize) {
+    let p = rt.allocate_raw(black_box(size), stream).unwrap();
     rt.free_raw(0, p).unwrap();
 }
 
 /// Nanoseconds per pair over `n` pairs.
-fn block(rt: &Runtime, stream: Stream, n: u32) -> f64 {
+fn block(rt: &Runtime, stream: Stream, size: usize, n: u32) -> f64 {
     let t = Instant::now();
     for _ in 0..n {
-        one_pair(rt, stream);
+        one_pair(rt, stream, size);
     }
     t.elapsed().as_nanos() as f64 / f64::from(n)
 }
@@ -49,22 +50,32 @@ fn pair(c: &mut Criterion) {
     let guarded = runtime(64);
     memcheck::set_options(0, false);
     let mut g = c.benchmark_group("memcheck_guards_alloc_free");
-    g.bench_function("on_no_guards", |b| b.iter(|| one_pair(&plain.0, plain.1)));
+    g.bench_function("on_no_guards", |b| {
+        b.iter(|| one_pair(&plain.0, plain.1, 4096))
+    });
     g.bench_function("on_guards_64", |b| {
-        b.iter(|| one_pair(&guarded.0, guarded.1))
+        b.iter(|| one_pair(&guarded.0, guarded.1, 4096))
     });
     g.finish();
+    paired(&plain, &guarded, 4096, 2_000);
+    paired(&plain, &guarded, 2 << 20, 500);
+    assert_eq!(guarded.0.check_guards().unwrap(), 0, "no false positives");
+    MemCheck::disable();
+    MemCheck::clear();
+}
 
+/// The paired measurement of `size`-byte pairs: blocks of `n` pairs of
+/// each runtime in turn, the median of the per-round ratios.
+fn paired(plain: &(Arc<Runtime>, Stream), guarded: &(Arc<Runtime>, Stream), size: usize, n: u32) {
     const ROUNDS: usize = 51;
-    const N: u32 = 2_000;
     let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS + 4 {
         let (x, y) = if round % 2 == 0 {
-            let x = block(&plain.0, plain.1, N);
-            (x, block(&guarded.0, guarded.1, N))
+            let x = block(&plain.0, plain.1, size, n);
+            (x, block(&guarded.0, guarded.1, size, n))
         } else {
-            let y = block(&guarded.0, guarded.1, N);
-            (block(&plain.0, plain.1, N), y)
+            let y = block(&guarded.0, guarded.1, size, n);
+            (block(&plain.0, plain.1, size, n), y)
         };
         if round >= 4 {
             ta.push(x);
@@ -79,12 +90,9 @@ fn pair(c: &mut Criterion) {
     let (ma, mb, mr) = (median(&mut ta), median(&mut tb), median(&mut ratios));
     let (lo, hi) = (ratios[ROUNDS / 4], ratios[3 * ROUNDS / 4]);
     println!(
-        "paired on_no_guards -> on_guards_64: {ma:.1} ns -> {mb:.1} ns per pair (medians of \
-         {ROUNDS} rounds of {N}); ratio median {mr:.3} (quartiles {lo:.3}..{hi:.3})"
+        "paired {size} bytes on_no_guards -> on_guards_64: {ma:.1} ns -> {mb:.1} ns per pair \
+         (medians of {ROUNDS} rounds of {n}); ratio median {mr:.3} (quartiles {lo:.3}..{hi:.3})"
     );
-    assert_eq!(guarded.0.check_guards().unwrap(), 0, "no false positives");
-    MemCheck::disable();
-    MemCheck::clear();
 }
 
 criterion_group!(benches, pair);

@@ -42,8 +42,11 @@ pub struct Runtime {
     pub(crate) generators: Generators,
     pub(crate) baselines: Baselines,
     pub(crate) host_baselines: Baselines,
-    /// The guard sizes when the memory checker's guards are on.
+    /// The guard sizes when the memory checker's guards or poison are on
+    /// (the allocators are wrapped; both 0 with poison alone).
     pub(crate) guard_sizes: Option<crate::guard::GuardSizes>,
+    /// The bytes of each device's quarantine when frees are poisoned.
+    pub(crate) quarantine: Option<usize>,
     /// The guarded allocators made so far (empty without guards).
     pub(crate) guards: crate::guard::GuardList,
 }
@@ -81,16 +84,19 @@ impl Runtime {
         let mut allocators = DeviceAllocators::new(ctx, o.algorithm, o.alloc_conf.clone());
         let guards = crate::guard::GuardList::default();
         let guard_bytes = dipu_memcheck::guard_bytes();
-        let guard_sizes = (dipu_memcheck::enabled() && guard_bytes > 0)
+        let quarantine = dipu_memcheck::poison().then(dipu_memcheck::quarantine_bytes);
+        let guard_sizes = (dipu_memcheck::enabled() && (guard_bytes > 0 || quarantine.is_some()))
             .then(|| crate::guard::GuardSizes::new(guard_bytes));
+        let quarantine = guard_sizes.and(quarantine);
         if let Some(sizes) = guard_sizes {
-            let wrap = crate::guard::wrapper(ctx, sizes, Arc::clone(&guards));
+            let wrap = crate::guard::wrapper(ctx, sizes, quarantine, Arc::clone(&guards));
             allocators = allocators.with_wrapper(wrap);
         }
         Ok(Arc::new(Runtime {
             spec: o.vendor,
             allocators,
             guard_sizes,
+            quarantine,
             guards,
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
@@ -335,11 +341,13 @@ impl Runtime {
         self.host.record_event(ptr, stream)
     }
 
-    /// Checks the memory checker's guard bytes now: synchronizes each
-    /// device with guarded allocations, checks the guards of the frees
-    /// waiting for their streams (and releases them) and of every live
-    /// allocation, and reports each overwritten side not reported before.
-    /// Returns the violations found by this call (0 without guards).
+    /// Checks the memory checker's guard bytes and poisoned frees now:
+    /// synchronizes each device with guarded allocations, checks the
+    /// guards of the frees waiting for their streams (and releases them)
+    /// and of every live allocation, and the poison of every block in the
+    /// quarantine (which keeps them), and reports each overwritten side
+    /// and each write after free not reported before. Returns the
+    /// violations found by this call (0 without guards and poison).
     pub fn check_guards(&self) -> Result<usize> {
         let list: Vec<_> = self.guards.lock().clone();
         let mut found = 0;
@@ -353,7 +361,16 @@ impl Runtime {
     /// before the pointer rounded up to the allocators' 512-byte
     /// alignment), or `None` when guards are off for this runtime.
     pub fn guard_bytes(&self) -> Option<(usize, usize)> {
-        self.guard_sizes.map(|s| (s.front, s.back))
+        self.guard_sizes
+            .filter(|s| s.back > 0)
+            .map(|s| (s.front, s.back))
+    }
+
+    /// The bytes each device's quarantine of poisoned frees holds
+    /// (`DIPU_MEM_CHECK_POISON`), or `None` when frees are not poisoned
+    /// for this runtime.
+    pub fn quarantine_bytes(&self) -> Option<usize> {
+        self.quarantine
     }
 
     /// Gives `device`'s cached, unused memory back to the vendor.

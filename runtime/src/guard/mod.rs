@@ -7,11 +7,18 @@
 //! keeps its next user behind the copy), and has the memory checker judge
 //! the copy once an event after it has completed.
 //!
-//! Only runtimes created with the checker on and guards asked for use it:
-//! without guards the allocators are not wrapped and their path is
+//! With `DIPU_MEM_CHECK_POISON=1` a freed block is also filled with the
+//! poison pattern on its stream and held in a quarantine before it goes
+//! back to the allocator ([`quarantine`]).
+//!
+//! Only runtimes created with the checker on and guards or poison asked
+//! for use it: otherwise the allocators are not wrapped and their path is
 //! unchanged.
 
-use std::collections::HashMap;
+mod quarantine;
+mod reuse;
+
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -53,6 +60,9 @@ struct Live {
     streams: Vec<Stream>,
     /// Sides already reported (each is reported once).
     reported: [bool; 2],
+    /// Allocations the block served since its guards were filled (1: this
+    /// one; more when it was kept for reuse).
+    uses: u32,
 }
 
 /// A freed allocation whose guards are being copied back on its stream.
@@ -64,12 +74,21 @@ struct Pending {
     copy: Vec<u8>,
     /// Recorded on the allocation's stream after the copy.
     done: PooledEvent,
+    /// The block is still held (a kept block checked after its uses): it
+    /// is kept again if its guards are intact, else given back.
+    keep: bool,
 }
 
 #[derive(Default)]
 struct State {
     live: HashMap<usize, Live>,
     pending: Vec<Pending>,
+    /// Poisoned frees held back from reuse, oldest first.
+    quarantine: VecDeque<quarantine::Quarantined>,
+    /// The bytes (with guards) of the blocks in `quarantine`.
+    held: usize,
+    /// Freed blocks kept for reuse, guards and all.
+    reuse: reuse::Reuse,
 }
 
 /// One device's guarded allocator: the shared part, also held by the
@@ -78,16 +97,21 @@ pub(crate) struct Guarded {
     inner: Box<dyn DeviceAllocator>,
     ctx: &'static DeviceContext,
     sizes: GuardSizes,
+    /// With poison: the bytes the quarantine holds.
+    quarantine: Option<usize>,
     state: Mutex<State>,
 }
 
 /// The guarded allocators a runtime made, for checks of every live guard.
 pub(crate) type GuardList = Arc<Mutex<Vec<Arc<Guarded>>>>;
 
-/// The wrapper that guards each allocator of `ctx` and lists it in `list`.
+/// The wrapper that guards each allocator of `ctx` (and poisons its frees
+/// into a quarantine of `quarantine` bytes, when given) and lists it in
+/// `list`.
 pub(crate) fn wrapper(
     ctx: &'static DeviceContext,
     sizes: GuardSizes,
+    quarantine: Option<usize>,
     list: GuardList,
 ) -> AllocatorWrapper {
     Arc::new(move |_device, inner| {
@@ -95,6 +119,7 @@ pub(crate) fn wrapper(
             inner,
             ctx,
             sizes,
+            quarantine,
             state: Mutex::default(),
         });
         list.lock().push(Arc::clone(&g));
@@ -112,6 +137,11 @@ fn side_index(side: Side) -> usize {
 impl Guarded {
     fn device(&self) -> i32 {
         self.inner.device()
+    }
+
+    /// The block's bytes with its guards (what the allocator holds).
+    fn total(&self, bytes: usize) -> usize {
+        self.sizes.front + bytes + self.sizes.back
     }
 
     /// Queues on the allocation's stream, after the work queued so far on
@@ -206,6 +236,7 @@ impl Guarded {
                 side,
                 guard: guard.to_vec(),
                 at_free,
+                uses: live.uses,
             };
             if dipu_memcheck::on_guard_violation(&v) {
                 live.reported[side_index(side)] = true;
@@ -235,17 +266,58 @@ impl Guarded {
             }
             let mut p = state.pending.swap_remove(i);
             let (front, back) = p.copy.split_at(self.sizes.front);
-            found += self.judge(p.user, &mut p.live, [front, back], true);
+            let bad = self.judge(p.user, &mut p.live, [front, back], true);
+            found += bad;
+            if p.keep {
+                // Kept again only when polled: a wait comes from a check of
+                // everything or an emptying of the cache, which give back.
+                self.after_check(state, p.user, p.live, bad == 0 && !wait)?;
+            }
         }
         Ok(found)
     }
 
-    /// Checks every pending free (after waiting for its streams) and every
-    /// live allocation (after synchronizing the device); returns the
-    /// violations reported.
+    /// Gives the freed `live` at `user` back: queues the copy of its
+    /// guards, then poisons and quarantines the block or gives it back to
+    /// the allocator at once. On an error the allocation stays live.
+    fn give_back(&self, state: &mut State, user: usize, live: Live) -> Result<()> {
+        let (copy, done) = match self.copy_back(user, &live) {
+            Ok(queued) => queued,
+            Err(e) => {
+                state.live.insert(user, live);
+                return Err(e.context("copying the memory checker's guard bytes back"));
+            }
+        };
+        let held = self.poison(user, &live);
+        if held.is_none() {
+            if let Err(e) = self.inner.free((user - self.sizes.front) as *mut c_void) {
+                // The copy writes into `copy`: let it finish first.
+                let _ = done.synchronize();
+                state.live.insert(user, live);
+                return Err(e);
+            }
+        }
+        state.pending.push(Pending {
+            user,
+            live,
+            copy,
+            done,
+            keep: false,
+        });
+        let settled = self.settle(state, false);
+        if let Some(q) = held {
+            self.hold(state, q)?;
+        }
+        settled.map(|_| ())
+    }
+
+    /// Checks every pending free (after waiting for its streams), every
+    /// kept block (given back), every live allocation (after synchronizing
+    /// the device) and the quarantine; returns the violations reported.
     pub(crate) fn check_all(&self) -> Result<usize> {
         self.ctx.synchronize_device(self.device())?;
         let mut state = self.state.lock();
+        self.flush_kept(&mut state)?;
         let mut found = self.settle(&mut state, true)?;
         let users: Vec<usize> = state.live.keys().copied().collect();
         for user in users {
@@ -255,6 +327,7 @@ impl Guarded {
                 found += r?;
             }
         }
+        found += self.check_quarantine(&mut state)?;
         Ok(found)
     }
 }
@@ -264,6 +337,10 @@ impl Drop for Guarded {
         // The pending copies write into buffers freed with this.
         for p in &self.state.get_mut().pending {
             let _ = p.done.synchronize();
+        }
+        let mut state = std::mem::take(self.state.get_mut());
+        if let Err(e) = self.flush(&mut state) {
+            tracing::warn!("dipu memcheck: emptying the quarantine: {e}");
         }
     }
 }
@@ -285,6 +362,17 @@ impl DeviceAllocator for Handle {
         if bytes == 0 {
             return g.inner.allocate(0, stream);
         }
+        if g.quarantine.is_none() && bytes <= reuse::MAX_KEPT_BLOCK {
+            let mut state = g.state.lock();
+            if let Some(user) = g.reuse(&mut state, bytes, stream) {
+                return Ok(Allocation {
+                    ptr: user as *mut c_void,
+                    size: bytes,
+                    device: g.device(),
+                    stream,
+                });
+            }
+        }
         let GuardSizes { front, back } = g.sizes;
         let total = bytes
             .checked_add(front + back)
@@ -295,7 +383,21 @@ impl DeviceAllocator for Handle {
                     format!("{bytes} bytes and their guards is more than any allocation can hold"),
                 )
             })?;
-        let a = g.inner.allocate(total, stream)?;
+        let a = match g.inner.allocate(total, stream) {
+            Err(e) if e.kind() == dipu_deviceapi::ErrorKind::OutOfMemory => {
+                // The kept and quarantined blocks go back first, then once
+                // more.
+                let mut state = g.state.lock();
+                let n = g.flush_kept(&mut state)? + g.flush(&mut state)?;
+                g.settle(&mut state, true)?;
+                drop(state);
+                if n == 0 {
+                    return Err(e);
+                }
+                g.inner.allocate(total, stream)?
+            }
+            r => r?,
+        };
         let base = a.ptr as usize;
         let user = base + front;
         let filled = (|| {
@@ -338,6 +440,7 @@ impl DeviceAllocator for Handle {
                 stream,
                 streams: Vec::new(),
                 reported: [false; 2],
+                uses: 1,
             },
         );
         Ok(Allocation {
@@ -357,27 +460,7 @@ impl DeviceAllocator for Handle {
                 g.device()
             )));
         };
-        match g.copy_back(user, &live) {
-            Ok((copy, done)) => {
-                if let Err(e) = g.inner.free((user - g.sizes.front) as *mut c_void) {
-                    // The copy writes into `copy`: let it finish first.
-                    let _ = done.synchronize();
-                    state.live.insert(user, live);
-                    return Err(e);
-                }
-                state.pending.push(Pending {
-                    user,
-                    live,
-                    copy,
-                    done,
-                });
-                g.settle(&mut state, false).map(|_| ())
-            }
-            Err(e) => {
-                state.live.insert(user, live);
-                Err(e.context("copying the memory checker's guard bytes back"))
-            }
-        }
+        g.keep_or_give_back(&mut state, user, live)
     }
 
     fn record_stream(&self, ptr: *mut c_void, stream: Stream) -> Result<()> {
@@ -407,7 +490,11 @@ impl DeviceAllocator for Handle {
 
     fn empty_cache(&self) -> Result<()> {
         let g = &*self.0;
-        g.settle(&mut g.state.lock(), true)?;
+        let mut state = g.state.lock();
+        g.flush_kept(&mut state)?;
+        g.settle(&mut state, true)?;
+        g.flush(&mut state)?;
+        drop(state);
         g.inner.empty_cache()
     }
 
