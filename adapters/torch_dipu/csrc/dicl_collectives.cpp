@@ -2,6 +2,10 @@
 // and reduce op, and hands Backend::run the C call over the staged tensors.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "dicl.h"
 
 namespace torch_dipu::dicl {
@@ -430,24 +434,72 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
   return work;
 }
 
+std::string Backend::sent_key(int src, int dst, int tag) {
+  return "dicl/sent/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+         std::to_string(tag);
+}
+
 c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag) {
   check_one(tensors, "send");
   Wire w = wire(tensors[0].scalar_type(), "send", false);
-  return run("send", OpType::SEND, tensors, {false},
-             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               return dipu_process_group_send(g, ptr(t[0]), count(t[0], w), w.dtype, dst, tag,
-                                              out);
-             }});
+  auto work = run("send", OpType::SEND, tensors, {false},
+                  {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+                    return dipu_process_group_send(g, ptr(t[0]), count(t[0], w), w.dtype, dst,
+                                                   tag, out);
+                  }});
+  // Counted once queued, for a receiver that takes from any source.
+  c10d_store_->add(sent_key(rank_, dst, tag), 1);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag) {
   check_one(tensors, "recv");
   Wire w = wire(tensors[0].scalar_type(), "recv", false);
-  return run("recv", OpType::RECV, tensors, {true},
-             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src, tag,
-                                              out);
-             }});
+  auto work = run("recv", OpType::RECV, tensors, {true},
+                  {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+                    return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src,
+                                                   tag, out);
+                  }});
+  std::lock_guard<std::mutex> lock(mu_);
+  received_[{src, tag}]++;
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(Tensors& tensors, int tag) {
+  check_one(tensors, "recvAnysource");
+  Wire w = wire(tensors[0].scalar_type(), "recvAnysource", false);
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(50);
+  int src = -1;
+  while (src < 0) {
+    for (int r = 0; r < size_ && src < 0; r++) {
+      if (r == rank_) continue;
+      int64_t sent = c10d_store_->add(sent_key(r, rank_, tag), 0);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (sent > received_[{r, tag}]) src = r;
+    }
+    if (src >= 0) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TORCH_CHECK_WITH(DistBackendError, !aborted_, "dicl: recvAnysource on rank ", rank_,
+                       ": ", aborted_.value_or(""));
+    }
+    TORCH_CHECK_WITH(DistBackendError, timeout_.count() <= 0 ||
+                                           std::chrono::steady_clock::now() < deadline,
+                     "dicl: recvAnysource on rank ", rank_, " (tag ", tag, "): no rank sent within ",
+                     timeout_.count(), " ms");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+  auto work = run("recvAnysource", OpType::RECVANYSOURCE, tensors, {true},
+                  {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+                    return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src,
+                                                   tag, out);
+                  }},
+                  src);
+  std::lock_guard<std::mutex> lock(mu_);
+  received_[{src, tag}]++;
+  return work;
 }
 
 }  // namespace torch_dipu::dicl
