@@ -198,30 +198,38 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<Tensors>& outputs,
 c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(std::vector<Tensors>& outputs,
                                                             Tensors& inputs,
                                                             const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "dicl: allgather_coalesced needs one output list per input");
+  // torch's layout: outputs[r][k] receives input k of rank r.
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(size_),
+              "dicl: allgather_coalesced needs one output list per rank (", size_, "), got ",
+              outputs.size());
+  size_t m = inputs.size();
   Tensors all = inputs;
+  for (size_t r = 0; r < outputs.size(); r++) {
+    TORCH_CHECK(outputs[r].size() == m, "dicl: allgather_coalesced: output list ", r, " has ",
+                outputs[r].size(), " tensors for ", m, " inputs");
+    all.insert(all.end(), outputs[r].begin(), outputs[r].end());
+  }
   std::vector<Launch> launches;
-  for (size_t k = 0; k < inputs.size(); k++) {
-    TORCH_CHECK(outputs[k].size() == static_cast<size_t>(size_), "dicl: allgather_coalesced: ",
-                "each output list needs ", size_, " tensors");
-    check_same_dtype(outputs[k], inputs[k].scalar_type(), "allgather_coalesced");
+  size_t n = outputs.size();
+  for (size_t k = 0; k < m; k++) {
+    for (size_t r = 0; r < n; r++) {
+      check_same_dtype({outputs[r][k]}, inputs[k].scalar_type(), "allgather_coalesced");
+    }
     Wire w = wire(inputs[k].scalar_type(), "allgather_coalesced", false);
-    size_t first = all.size(), n = outputs[k].size();
-    all.insert(all.end(), outputs[k].begin(), outputs[k].end());
     launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
       std::vector<void*> ptrs;
       std::vector<size_t> counts;
-      for (size_t i = first; i < first + n; i++) {
-        ptrs.push_back(ptr(t[i]));
-        counts.push_back(count(t[i], w));
+      for (size_t r = 0; r < n; r++) {
+        const at::Tensor& o = t[m + r * m + k];
+        ptrs.push_back(ptr(o));
+        counts.push_back(count(o, w));
       }
       return dipu_process_group_all_gather(g, ptrs.data(), counts.data(), n, ptr(t[k]),
                                            count(t[k], w), w.dtype, out);
     });
   }
-  return run("allgather_coalesced", OpType::ALLGATHER_COALESCED, all,
-             flags(inputs.size(), all.size() - inputs.size()), launches);
+  return run("allgather_coalesced", OpType::ALLGATHER_COALESCED, all, flags(m, n * m),
+             launches);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -442,14 +450,15 @@ std::string Backend::sent_key(int src, int dst, int tag) {
 c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag) {
   check_one(tensors, "send");
   Wire w = wire(tensors[0].scalar_type(), "send", false);
-  auto work = run("send", OpType::SEND, tensors, {false},
-                  {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-                    return dipu_process_group_send(g, ptr(t[0]), count(t[0], w), w.dtype, dst,
-                                                   tag, out);
-                  }});
-  // Counted once queued, for a receiver that takes from any source.
+  // Counted before it is queued (the first send of a pair meets the
+  // receiver to make their communicator), for a receiver that takes from
+  // any source.
   c10d_store_->add(sent_key(rank_, dst, tag), 1);
-  return work;
+  return run("send", OpType::SEND, tensors, {false},
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               return dipu_process_group_send(g, ptr(t[0]), count(t[0], w), w.dtype, dst, tag,
+                                              out);
+             }});
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag) {

@@ -14,7 +14,8 @@ skips are decided at import time):
 - `shipped` (default): the suite as torch ships it. Many cases name the
   backends they run on (nccl, gloo, ...) and skip for any other.
 - `accel`: dicl is also entered in the suite's feature sets "gpu", "ddp"
-  and "subgroup" (what ProcessGroupNCCL and gloo claim), so the cases
+  and "subgroup" (what ProcessGroupNCCL and gloo claim) and "plugin" (a
+  backend registered from outside torch counts as available), so the cases
   that put tensors on an accelerator run on dipu devices too, and in its
   lists of backends whose profiler events it checks. "cuda"
   (CUDA-specific APIs) is left out.
@@ -44,7 +45,7 @@ MODE = os.environ.get("DICL_SUITE_MODE", "shipped")
 if MODE not in ("shipped", "accel"):
     raise ValueError(f"DICL_SUITE_MODE must be 'shipped' or 'accel', not {MODE!r}")
 if MODE == "accel":
-    for feature in ("gpu", "ddp", "subgroup"):
+    for feature in ("gpu", "ddp", "subgroup", "plugin"):
         DistTestCases.backend_feature[feature].add("dicl")
 
 from torch.testing._internal.distributed import distributed_test  # noqa: E402
