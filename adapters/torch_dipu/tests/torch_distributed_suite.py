@@ -5,8 +5,16 @@ Each test forks its two ranks from the test process (torch's
 MultiProcessTestCase supports fork as well as spawn): a forked rank
 starts with torch and torch_dipu already imported, so a case costs a
 fraction of a second instead of two fresh interpreters importing torch
-(~40 s a case on the shared machine). The test process itself never
-touches a device (the runtime starts lazily), so forking is safe.
+(~40 s a case on the shared machine). Forking is safe only while the
+test process has not started the runtime (a child forked after that is
+in a "bad fork" and sees no device). torch's test modules ask
+`torch.dipu.is_available()` at import (common_utils' TEST_PRIVATEUSE1),
+which counts devices and so starts the runtime: in the test process it
+answers from DIPU_HOST_DEVICES instead. Its setUp seeds every device
+(torch.manual_seed), which would start it too: there the dipu seeding is
+left out (the ranks never saw the test process's device seeds anyway,
+forked or spawned). Each rank puts both back as it starts, and every
+case checks that the runtime is still not started before it forks.
 
 Two modes, chosen by DICL_SUITE_MODE before the suite is imported (its
 skips are decided at import time):
@@ -39,6 +47,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 import torch_dipu  # noqa: E402,F401  (registers "dicl" before the ranks fork)
+
+# The test process must not start the runtime (see above): while it runs,
+# is_available answers from DIPU_HOST_DEVICES and the device seeding of
+# torch.manual_seed is left out. A forked rank puts both back (_run).
+_is_available = torch.dipu.is_available
+_manual_seed_all = torch.dipu.manual_seed_all
+torch.dipu.is_available = lambda: int(os.environ["DIPU_HOST_DEVICES"]) > 0
+torch.dipu.manual_seed_all = lambda seed: None
+
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
 MODE = os.environ.get("DICL_SUITE_MODE", "shipped")
@@ -67,4 +84,15 @@ if MODE == "accel":
 class TestDiclWithFork(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
+        if torch_dipu._C._is_initialized():
+            raise RuntimeError(
+                "the dipu runtime started in the test process: forked ranks would see no "
+                "device (run cases through this file, which keeps it unstarted)"
+            )
         self._start_processes(torch.multiprocessing.get_context("fork").Process)
+
+    @classmethod
+    def _run(cls, rank, test_name, file_name, pipe, **kwargs):
+        torch.dipu.is_available = _is_available
+        torch.dipu.manual_seed_all = _manual_seed_all
+        super()._run(rank, test_name, file_name, pipe, **kwargs)
