@@ -189,7 +189,7 @@ step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
 DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q -p no:cacheprovider \
   adapters/torch_dipu/tests/test_distributed.py
 
-step "torch_dipu: 26 of PyTorch's own distributed tests on dicl, accel mode (forked ranks, ~30 s)"
+step "torch_dipu: 26 of PyTorch's own distributed tests on dicl, accel mode (forked ranks; ~1 min, most of it importing torch)"
 # A fixed selection that passes: collectives, profiler events, send/recv
 # from any source, coalesced all-gather, subgroups and DDP on dipu
 # devices. docs/torch-distributed-results.md has the whole file (285).
