@@ -197,4 +197,40 @@ step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
 DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q -p no:cacheprovider \
   adapters/torch_dipu/tests/test_distributed.py
 
+step "torch_dipu: 26 of PyTorch's own distributed tests on dicl, accel mode (forked ranks; ~1 min, most of it importing torch)"
+# A fixed selection that passes: collectives, profiler events, send/recv
+# from any source, coalesced all-gather, subgroups and DDP on dipu
+# devices. docs/torch-distributed-results.md has the whole file (285).
+suite=adapters/torch_dipu/tests/torch_distributed_suite.py
+cases=(
+  test_all_reduce_sum
+  test_all_reduce_sum_async
+  test_all_reduce_product
+  test_all_reduce_sum_complex
+  test_all_reduce_complex_unsupported_ops
+  test_broadcast
+  test_reduce_sum
+  test_all_gather
+  test_all_gather_coalesced_simple
+  test_all_gather_coalesced_with_empty
+  test_all_gather_object_default_pg
+  test_gather
+  test_scatter
+  test_barrier
+  test_send_recv
+  test_send_recv_with_tag
+  test_isend
+  test_irecv
+  test_send_recv_any_source
+  test_send_recv_any_source_torch_profiler
+  test_send_recv_autograd_profiler
+  test_new_subgroups_group_size_exceeds_world_size
+  test_DistributedDataParallelCPU
+  test_ddp_device
+  test_ddp_zero_output_features
+  test_stateless_api_with_ddp
+)
+DIPU_HOST_DEVICES=2 DICL_SUITE_MODE=accel PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q \
+  -p no:cacheprovider "${cases[@]/#/$suite::TestDiclWithFork::}"
+
 step "all checks passed"

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -26,13 +27,19 @@ namespace torch_dipu::dicl {
 dipu_store* make_store(c10::intrusive_ptr<c10d::Store> store,
                        std::chrono::milliseconds timeout);
 
+// The profiler's name of a dicl operation ("dicl:all_reduce", ...: the
+// names ProcessGroupGloo and ProcessGroupNCCL use, with dicl's prefix).
+const char* profiling_title(c10d::OpType type);
+
 // The Work of one dicl collective. `work` may be null for an operation
 // that already finished on the host (a barrier, CPU tensors staged
-// through the device); `error` is its failure, if any.
+// through the device). Under torch's profiler it records one async event
+// named profiling_title(type) with the shapes of `inputs`.
 class Work final : public c10d::Work {
  public:
   Work(int rank, c10d::OpType type, dipu_work* work, std::vector<at::Tensor> outputs,
-       c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout);
+       c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout,
+       const std::vector<at::Tensor>& inputs = {}, int source_rank = -1);
   ~Work() override;
 
   bool isCompleted() override;
@@ -47,6 +54,8 @@ class Work final : public c10d::Work {
   float getDuration() const override;
   std::vector<at::Tensor> result() override;
   std::chrono::milliseconds getTimeout() const override;
+  // The sender of a recv from any source; -1 for other operations.
+  int sourceRank() const override;
 
  private:
   // Records and throws the failure of `call`.
@@ -56,6 +65,7 @@ class Work final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::chrono::milliseconds timeout_;
+  int source_rank_;
   mutable std::mutex mu_;
   mutable std::exception_ptr error_;
 };
@@ -118,6 +128,15 @@ class Backend final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                       int tag) override;
+  // A recv from whichever rank sends first: every send counts itself on
+  // the store (a counter per sender, receiver and tag), and the receiver
+  // polls the counters of the other ranks for one it has not consumed,
+  // then receives from that rank. Fails after the group's timeout.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  // How many operations this rank has issued (equal on every rank when
+  // the ranks agree on the sequence of collectives).
+  uint64_t getSequenceNumberForGroup() override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   void abort() override;
@@ -138,7 +157,15 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> run(const char* name, c10d::OpType type,
                                      std::vector<at::Tensor> tensors,
                                      std::vector<bool> is_output,
-                                     const std::vector<Launch>& launches);
+                                     const std::vector<Launch>& launches,
+                                     int source_rank = -1);
+  // The store key counting the sends from `src` to `dst` with `tag`.
+  static std::string sent_key(int src, int dst, int tag);
+
+  c10::intrusive_ptr<c10d::Store> c10d_store_;
+  std::atomic<uint64_t> seq_{0};
+  // Per (sender, tag): the sends this rank has received so far.
+  std::map<std::pair<int, int>, int64_t> received_;
 
   dipu_store* store_;
   std::chrono::milliseconds timeout_;

@@ -11,13 +11,49 @@
 namespace torch_dipu::dicl {
 
 
+const char* profiling_title(c10d::OpType type) {
+  using c10d::OpType;
+  switch (type) {
+    case OpType::BROADCAST: return "dicl:broadcast";
+    case OpType::ALLREDUCE: return "dicl:all_reduce";
+    case OpType::ALLREDUCE_COALESCED: return "dicl:all_reduce_coalesced";
+    case OpType::REDUCE: return "dicl:reduce";
+    case OpType::ALLGATHER: return "dicl:all_gather";
+    case OpType::_ALLGATHER_BASE: return "dicl:all_gather_into_tensor";
+    case OpType::ALLGATHER_COALESCED: return "dicl:all_gather_coalesced";
+    case OpType::GATHER: return "dicl:gather";
+    case OpType::SCATTER: return "dicl:scatter";
+    case OpType::REDUCE_SCATTER: return "dicl:reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE: return "dicl:reduce_scatter_tensor";
+    case OpType::ALLTOALL_BASE:
+    case OpType::ALLTOALL: return "dicl:all_to_all";
+    case OpType::SEND: return "dicl:send";
+    case OpType::RECV: return "dicl:recv";
+    case OpType::RECVANYSOURCE: return "dicl:recvAnySource";
+    case OpType::BARRIER: return "dicl:barrier";
+    case OpType::COALESCED: return "dicl:coalesced";
+    default: return "dicl:unknown";
+  }
+}
+
 Work::Work(int rank, c10d::OpType type, dipu_work* work, std::vector<at::Tensor> outputs,
-           c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout)
-    : c10d::Work(rank, type),
+           c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout,
+           const std::vector<at::Tensor>& inputs, int source_rank)
+    : c10d::Work(rank, type, profiling_title(type),
+                 std::optional<std::vector<at::Tensor>>(inputs)),
       work_(work),
       outputs_(std::move(outputs)),
       future_(std::move(future)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      source_rank_(source_rank) {
+  // The profiler's event spans the host side of the operation (queued on
+  // the device, or done for one the host waited for); _get_duration()
+  // gives the device time.
+  if (recordFunctionEndCallback_) {
+    recordFunctionEndCallback_();
+    recordFunctionEndCallback_ = nullptr;
+  }
+}
 
 Work::~Work() {
   if (work_ != nullptr) dipu_work_destroy(work_);
@@ -102,6 +138,11 @@ std::vector<at::Tensor> Work::result() { return outputs_; }
 
 std::chrono::milliseconds Work::getTimeout() const { return timeout_; }
 
+int Work::sourceRank() const {
+  TORCH_CHECK(source_rank_ >= 0, "dicl: sourceRank() is only defined for a recv from any source");
+  return source_rank_;
+}
+
 
 namespace {
 
@@ -142,7 +183,10 @@ std::optional<int32_t> device_of(const std::vector<at::Tensor>& tensors, const c
 
 Backend::Backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                  std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), store_(make_store(store, timeout)), timeout_(timeout) {}
+    : c10d::Backend(rank, size),
+      c10d_store_(store),
+      store_(make_store(store, timeout)),
+      timeout_(timeout) {}
 
 Backend::~Backend() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -174,8 +218,17 @@ dipu_process_group* Backend::group(int32_t device) {
 c10::intrusive_ptr<c10d::Work> Backend::run(const char* name, c10d::OpType type,
                                             std::vector<at::Tensor> tensors,
                                             std::vector<bool> is_output,
-                                            const std::vector<Launch>& launches) {
+                                            const std::vector<Launch>& launches,
+                                            int source_rank) {
   std::optional<int32_t> device = device_of(tensors, name);
+  seq_++;
+  // The profiler records the operation's inputs (all tensors when every
+  // one is also an output, as in all_reduce).
+  std::vector<at::Tensor> inputs;
+  for (size_t i = 0; i < tensors.size(); i++) {
+    if (!is_output[i]) inputs.push_back(tensors[i]);
+  }
+  if (inputs.empty()) inputs = tensors;
   bool cpu = !device;
   int32_t dev = device.value_or(current_device());
   std::vector<at::Tensor> outputs;
@@ -210,7 +263,7 @@ c10::intrusive_ptr<c10d::Work> Backend::run(const char* name, c10d::OpType type,
       std::lock_guard<std::mutex> relock(mu_);
       batch_outputs_.insert(batch_outputs_.end(), outputs.begin(), outputs.end());
       return c10::make_intrusive<Work>(rank_, type, w, outputs, completed(outputs, dev),
-                                       timeout_);
+                                       timeout_, inputs, source_rank);
     }
   }
 
@@ -254,7 +307,7 @@ c10::intrusive_ptr<c10d::Work> Backend::run(const char* name, c10d::OpType type,
       if (is_output[i]) tensors[i].copy_(staged[i]);
     }
     return c10::make_intrusive<Work>(rank_, type, w, outputs, completed(outputs, std::nullopt),
-                                     timeout_);
+                                     timeout_, inputs, source_rank);
   }
   // The current stream waits for the operation (the host does not), so the
   // Future is complete from the current stream's point of view, as
@@ -265,7 +318,8 @@ c10::intrusive_ptr<c10d::Work> Backend::run(const char* name, c10d::OpType type,
     dipu_work_destroy(w);
     C10_THROW_ERROR(DistBackendError, message);
   }
-  return c10::make_intrusive<Work>(rank_, type, w, outputs, completed(outputs, dev), timeout_);
+  return c10::make_intrusive<Work>(rank_, type, w, outputs, completed(outputs, dev), timeout_,
+                                   inputs, source_rank);
 }
 
 void Backend::startCoalescing() {
@@ -317,12 +371,15 @@ c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts
   }
   if (dev < 0) dev = current_device();
   dipu_process_group* g = group(dev);
+  seq_++;
   dipu_status st = dipu_process_group_barrier(g);
   if (st != DIPU_OK) C10_THROW_ERROR(DistBackendError, error_message("barrier", st));
   return c10::make_intrusive<Work>(rank_, c10d::OpType::BARRIER, nullptr,
                                    std::vector<at::Tensor>{}, completed({}, std::nullopt),
                                    timeout_);
 }
+
+uint64_t Backend::getSequenceNumberForGroup() { return seq_.load(); }
 
 void Backend::abort() {
   std::lock_guard<std::mutex> lock(mu_);

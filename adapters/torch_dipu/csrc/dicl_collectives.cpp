@@ -2,6 +2,10 @@
 // and reduce op, and hands Backend::run the C call over the staged tensors.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "dicl.h"
 
 namespace torch_dipu::dicl {
@@ -194,30 +198,38 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<Tensors>& outputs,
 c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(std::vector<Tensors>& outputs,
                                                             Tensors& inputs,
                                                             const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(),
-              "dicl: allgather_coalesced needs one output list per input");
+  // torch's layout: outputs[r][k] receives input k of rank r.
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(size_),
+              "dicl: allgather_coalesced needs one output list per rank (", size_, "), got ",
+              outputs.size());
+  size_t m = inputs.size();
   Tensors all = inputs;
+  for (size_t r = 0; r < outputs.size(); r++) {
+    TORCH_CHECK(outputs[r].size() == m, "dicl: allgather_coalesced: output list ", r, " has ",
+                outputs[r].size(), " tensors for ", m, " inputs");
+    all.insert(all.end(), outputs[r].begin(), outputs[r].end());
+  }
   std::vector<Launch> launches;
-  for (size_t k = 0; k < inputs.size(); k++) {
-    TORCH_CHECK(outputs[k].size() == static_cast<size_t>(size_), "dicl: allgather_coalesced: ",
-                "each output list needs ", size_, " tensors");
-    check_same_dtype(outputs[k], inputs[k].scalar_type(), "allgather_coalesced");
+  size_t n = outputs.size();
+  for (size_t k = 0; k < m; k++) {
+    for (size_t r = 0; r < n; r++) {
+      check_same_dtype({outputs[r][k]}, inputs[k].scalar_type(), "allgather_coalesced");
+    }
     Wire w = wire(inputs[k].scalar_type(), "allgather_coalesced", false);
-    size_t first = all.size(), n = outputs[k].size();
-    all.insert(all.end(), outputs[k].begin(), outputs[k].end());
     launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
       std::vector<void*> ptrs;
       std::vector<size_t> counts;
-      for (size_t i = first; i < first + n; i++) {
-        ptrs.push_back(ptr(t[i]));
-        counts.push_back(count(t[i], w));
+      for (size_t r = 0; r < n; r++) {
+        const at::Tensor& o = t[m + r * m + k];
+        ptrs.push_back(ptr(o));
+        counts.push_back(count(o, w));
       }
       return dipu_process_group_all_gather(g, ptrs.data(), counts.data(), n, ptr(t[k]),
                                            count(t[k], w), w.dtype, out);
     });
   }
-  return run("allgather_coalesced", OpType::ALLGATHER_COALESCED, all,
-             flags(inputs.size(), all.size() - inputs.size()), launches);
+  return run("allgather_coalesced", OpType::ALLGATHER_COALESCED, all, flags(m, n * m),
+             launches);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -430,9 +442,18 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
   return work;
 }
 
+std::string Backend::sent_key(int src, int dst, int tag) {
+  return "dicl/sent/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+         std::to_string(tag);
+}
+
 c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag) {
   check_one(tensors, "send");
   Wire w = wire(tensors[0].scalar_type(), "send", false);
+  // Counted before it is queued (the first send of a pair meets the
+  // receiver to make their communicator), for a receiver that takes from
+  // any source.
+  c10d_store_->add(sent_key(rank_, dst, tag), 1);
   return run("send", OpType::SEND, tensors, {false},
              {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
                return dipu_process_group_send(g, ptr(t[0]), count(t[0], w), w.dtype, dst, tag,
@@ -443,11 +464,51 @@ c10::intrusive_ptr<c10d::Work> Backend::send(Tensors& tensors, int dst, int tag)
 c10::intrusive_ptr<c10d::Work> Backend::recv(Tensors& tensors, int src, int tag) {
   check_one(tensors, "recv");
   Wire w = wire(tensors[0].scalar_type(), "recv", false);
-  return run("recv", OpType::RECV, tensors, {true},
-             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src, tag,
-                                              out);
-             }});
+  auto work = run("recv", OpType::RECV, tensors, {true},
+                  {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+                    return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src,
+                                                   tag, out);
+                  }});
+  std::lock_guard<std::mutex> lock(mu_);
+  received_[{src, tag}]++;
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(Tensors& tensors, int tag) {
+  check_one(tensors, "recvAnysource");
+  Wire w = wire(tensors[0].scalar_type(), "recvAnysource", false);
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(50);
+  int src = -1;
+  while (src < 0) {
+    for (int r = 0; r < size_ && src < 0; r++) {
+      if (r == rank_) continue;
+      int64_t sent = c10d_store_->add(sent_key(r, rank_, tag), 0);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (sent > received_[{r, tag}]) src = r;
+    }
+    if (src >= 0) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TORCH_CHECK_WITH(DistBackendError, !aborted_, "dicl: recvAnysource on rank ", rank_,
+                       ": ", aborted_.value_or(""));
+    }
+    TORCH_CHECK_WITH(DistBackendError, timeout_.count() <= 0 ||
+                                           std::chrono::steady_clock::now() < deadline,
+                     "dicl: recvAnysource on rank ", rank_, " (tag ", tag, "): no rank sent within ",
+                     timeout_.count(), " ms");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+  auto work = run("recvAnysource", OpType::RECVANYSOURCE, tensors, {true},
+                  {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+                    return dipu_process_group_recv(g, ptr(t[0]), count(t[0], w), w.dtype, src,
+                                                   tag, out);
+                  }},
+                  src);
+  std::lock_guard<std::mutex> lock(mu_);
+  received_[{src, tag}]++;
+  return work;
 }
 
 }  // namespace torch_dipu::dicl
