@@ -312,6 +312,30 @@ impl Front {
         Freed::Cached
     }
 
+    /// [`Front::push`] when it needs neither the device nor an eviction:
+    /// puts the lent block its user freed at `addr` in a slot and says so;
+    /// otherwise changes nothing (not lent here, or every slot holds a
+    /// cached block) and returns false.
+    #[inline]
+    fn try_push(&mut self, addr: usize) -> bool {
+        self.settle();
+        if let Some(k) = self.out_slot(addr) {
+            let live = self.slots[k].expect("an out slot has its block").live;
+            self.fill(k, live);
+            return true;
+        }
+        if self.out == 0 && (!self.occupied & ALL) == 0 {
+            return false;
+        }
+        let Some(live) = self.live.remove(&addr) else {
+            return false;
+        };
+        let k = self.free_slot().expect("a free or out slot was seen");
+        self.slots[k] = Some(Slotted { addr, live });
+        self.fill(k, live);
+        true
+    }
+
     /// A slot to put a freed block in: an empty one, or one kept for a block
     /// its user holds (that block moves to the map); none when every slot
     /// holds a cached block.
@@ -460,6 +484,26 @@ pub(crate) enum Freed {
 #[inline]
 pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
     with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere(None))
+}
+
+/// Takes the freed `addr` into this thread's cache of an allocator whose
+/// key `mine` accepts, if that cache lent it and has a slot for it without
+/// the device: whether it did (otherwise nothing changed, and the
+/// allocator's `free` decides). The caller's allocators are usually the
+/// only ones the thread has caches of, so this reads one or two caches.
+#[inline]
+pub(crate) fn free_cached(addr: usize, mine: impl Fn(u64) -> bool) -> bool {
+    FRONTS
+        .try_with(|fronts| {
+            let Ok(mut fronts) = fronts.try_borrow_mut() else {
+                return false;
+            };
+            fronts
+                .caches
+                .iter_mut()
+                .any(|front| mine(front.allocator) && front.try_push(addr))
+        })
+        .unwrap_or(false)
 }
 
 /// Caches `freed` (from [`Freed::Full`]) in place of the slotted block
