@@ -239,10 +239,16 @@ impl Front {
 impl Front {
     /// Reads the device's notices: forgets invalidated addresses and
     /// empties the slots the device took back.
+    #[inline]
     pub(crate) fn settle(&mut self) {
-        if !self.shared.notice.load(Ordering::Acquire) {
-            return;
+        if self.shared.notice.load(Ordering::Acquire) {
+            self.settle_notices();
         }
+    }
+
+    /// `settle` when the device posted a notice.
+    #[cold]
+    fn settle_notices(&mut self) {
         self.shared.notice.swap(false, Ordering::Acquire);
         let invalid = std::mem::take(&mut *self.shared.invalid.lock());
         for addr in invalid {

@@ -28,7 +28,10 @@ pub unsafe extern "C" fn dipu_malloc(
     let hit = fast_path("dipu_malloc", || {
         !out.is_null()
             && dipu_runtime::with(|rt| {
-                let Ok(Some(stream)) = stream::lookup(rt, stream) else {
+                let Some(stream) =
+                    rt.context()
+                        .pooled_stream_from_parts(stream.device, stream.id, stream.raw)
+                else {
                     return Ok(false);
                 };
                 let Some(ptr) = rt.allocate_cached(bytes, stream) else {

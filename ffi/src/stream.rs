@@ -49,7 +49,7 @@ pub(crate) fn to_c(stream: Stream) -> dipu_stream {
 /// lock for default and pool streams (the context's own tables).
 #[inline]
 pub(crate) fn from_c(rt: &Runtime, s: dipu_stream) -> Result<Stream> {
-    match lookup(rt, s)? {
+    match rt.context().stream_from_parts(s.device, s.id, s.raw)? {
         Some(stream) => Ok(stream),
         None => Err(Error::invalid_argument(format!(
             "{{device {}, id {:#x}, raw {:#x}}} is not a stream of this runtime (never handed \
@@ -57,13 +57,6 @@ pub(crate) fn from_c(rt: &Runtime, s: dipu_stream) -> Result<Stream> {
             s.device, s.id, s.raw
         ))),
     }
-}
-
-/// The stream `s` names in `rt`: `None` when it names none (see
-/// [`from_c`] for the error), `InvalidDevice` for a bad device.
-#[inline]
-pub(crate) fn lookup(rt: &Runtime, s: dipu_stream) -> Result<Option<Stream>> {
-    rt.context().stream_from_parts(s.device, s.id, s.raw)
 }
 
 /// Runs `f` on the runtime and writes the stream it returns to `out`.
