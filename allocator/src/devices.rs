@@ -8,6 +8,7 @@ use dipu_stream::{DeviceContext, Stream};
 
 use crate::{
     new_device_allocator_in, Algorithm, AllocatorConfig, DeviceAllocator, LiveBlock, SegmentMap,
+    ThreadState,
 };
 
 /// Wraps each device allocator as it is created (the memory checker's
@@ -159,7 +160,21 @@ impl DeviceAllocators {
     /// context). Neither the device's lock nor a dynamic call.
     #[inline]
     pub fn allocate_cached(&self, bytes: usize, stream: Stream) -> Option<*mut c_void> {
-        if bytes == 0 || bytes > isize::MAX as usize / 2 || !std::ptr::eq(stream.context(), self.ctx)
+        ThreadState::with(|ts| self.allocate_cached_in(ts, bytes, stream)).flatten()
+    }
+
+    /// [`DeviceAllocators::allocate_cached`] with this thread's state at
+    /// hand (one thread-local read for a caller that needs it too).
+    #[inline]
+    pub fn allocate_cached_in(
+        &self,
+        ts: &ThreadState,
+        bytes: usize,
+        stream: Stream,
+    ) -> Option<*mut c_void> {
+        if bytes == 0
+            || bytes > isize::MAX as usize / 2
+            || !std::ptr::eq(stream.context(), self.ctx)
         {
             return None;
         }
@@ -168,7 +183,7 @@ impl DeviceAllocators {
             .get(stream.device() as u32 as usize)?
             .get()?
             .cache_key?;
-        crate::front::hit(key, stream, bytes).map(|addr| addr as *mut c_void)
+        crate::front::hit_in(ts, key, stream, bytes).map(|addr| addr as *mut c_void)
     }
 
     /// The hit path of `free(ptr)`: true when `ptr` is the start of a
@@ -178,7 +193,13 @@ impl DeviceAllocators {
     /// blocks, full caches, and every bad pointer take that path).
     #[inline]
     pub fn free_cached(&self, ptr: *mut c_void) -> bool {
-        crate::front::free_cached(ptr as usize, |key| {
+        ThreadState::with(|ts| self.free_cached_in(ts, ptr)).unwrap_or(false)
+    }
+
+    /// [`DeviceAllocators::free_cached`] with this thread's state at hand.
+    #[inline]
+    pub fn free_cached_in(&self, ts: &ThreadState, ptr: *mut c_void) -> bool {
+        crate::front::free_cached_in(ts, ptr as usize, |key| {
             self.devices
                 .iter()
                 .any(|d| d.get().is_some_and(|e| e.cache_key == Some(key)))

@@ -44,6 +44,7 @@ mod segments;
 mod snapshot;
 mod source;
 mod stats;
+mod thread;
 mod torch;
 
 use std::ffi::c_void;
@@ -57,6 +58,7 @@ pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
 pub use segments::{SegmentMap, SegmentRange};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 pub use stats::{DeviceStats, Stat};
+pub use thread::{ThreadState, ThreadView};
 
 /// Memory handed out by a device allocator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

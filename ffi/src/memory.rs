@@ -27,22 +27,25 @@ pub unsafe extern "C" fn dipu_malloc(
     // A block this thread's allocator cache holds: no more to check.
     let hit = fast_path("dipu_malloc", || {
         !out.is_null()
-            && dipu_runtime::with(|rt| {
-                let Some(stream) =
-                    rt.context()
-                        .pooled_stream_from_parts(stream.device, stream.id, stream.raw)
-                else {
-                    return Ok(false);
-                };
-                let Some(ptr) = rt.allocate_cached(bytes, stream) else {
-                    return Ok(false);
-                };
-                // SAFETY: `out` is not NULL (checked) and valid for
-                // writing by the caller's contract.
-                unsafe { out.write(ptr) };
-                Ok(true)
-            })
-            .unwrap_or(false)
+            && matches!(
+                dipu_runtime::with_current(|rt, ts| {
+                    let Some(stream) = rt.context().pooled_stream_from_parts(
+                        stream.device,
+                        stream.id,
+                        stream.raw,
+                    ) else {
+                        return Ok(false);
+                    };
+                    let Some(ptr) = rt.allocate_cached_in(ts, bytes, stream) else {
+                        return Ok(false);
+                    };
+                    // SAFETY: `out` is not NULL (checked) and valid for
+                    // writing by the caller's contract.
+                    unsafe { out.write(ptr) };
+                    Ok(true)
+                }),
+                Some(Ok(true))
+            )
     });
     if let Some(status) = hit {
         return status;
@@ -77,7 +80,10 @@ pub unsafe extern "C" fn dipu_malloc(
 pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
     // A block this thread's allocator cache lent: it takes it back.
     let hit = fast_path("dipu_free", || {
-        dipu_runtime::with(|rt| Ok(rt.free_cached(ptr))).unwrap_or(false)
+        matches!(
+            dipu_runtime::with_current(|rt, ts| Ok(rt.free_cached_in(ts, ptr))),
+            Some(Ok(true))
+        )
     });
     if let Some(status) = hit {
         return status;

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 
-use dipu_allocator::Allocation;
+use dipu_allocator::{Allocation, ThreadState};
 use dipu_deviceapi::{CopyKind, Error, Result};
 use dipu_memcheck::Location;
 use dipu_stream::Stream;
@@ -45,6 +45,21 @@ impl Runtime {
         self.allocators.allocate_cached(bytes, stream)
     }
 
+    /// [`Runtime::allocate_cached`] with this thread's allocation-path
+    /// state at hand (from [`crate::with_current`]).
+    #[inline]
+    pub fn allocate_cached_in(
+        &self,
+        ts: &ThreadState,
+        bytes: usize,
+        stream: Stream,
+    ) -> Option<*mut c_void> {
+        if dipu_memcheck::enabled() {
+            return None;
+        }
+        self.allocators.allocate_cached_in(ts, bytes, stream)
+    }
+
     /// The hit path of [`Runtime::free_raw`] for a pointer of any device:
     /// true when this thread's allocator cache lent `ptr` (the start of a
     /// live allocation of this runtime) and took it back. False changes
@@ -53,6 +68,13 @@ impl Runtime {
     #[inline]
     pub fn free_cached(&self, ptr: *mut c_void) -> bool {
         !dipu_memcheck::enabled() && self.allocators.free_cached(ptr)
+    }
+
+    /// [`Runtime::free_cached`] with this thread's allocation-path state at
+    /// hand (from [`crate::with_current`]).
+    #[inline]
+    pub fn free_cached_in(&self, ts: &ThreadState, ptr: *mut c_void) -> bool {
+        !dipu_memcheck::enabled() && self.allocators.free_cached_in(ts, ptr)
     }
 
     /// [`Runtime::allocate_raw`] with the memory checker's branch compiled
