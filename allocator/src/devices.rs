@@ -268,7 +268,10 @@ mod tests {
         assert_ne!(other, s);
         assert_eq!(all.allocate_cached(4096, other), None, "another stream");
         let interior = b.cast::<u8>().wrapping_add(1).cast();
-        assert!(!all.free_cached(interior), "an interior pointer is not a hit");
+        assert!(
+            !all.free_cached(interior),
+            "an interior pointer is not a hit"
+        );
         assert!(!all.free_cached(0x10 as *mut c_void), "nor an unknown one");
         assert!(all.free_cached(b));
         assert_eq!(all.get(0).unwrap().stats().allocated_bytes.current, 0);
@@ -288,7 +291,11 @@ mod tests {
             });
         });
         assert_eq!(all.get(0).unwrap().stats().allocated_bytes.current, 0);
-        assert_eq!(all.allocate_cached(1000, s), None, "freed by the other thread");
+        assert_eq!(
+            all.allocate_cached(1000, s),
+            None,
+            "freed by the other thread"
+        );
         // Another set of allocators on the same context: its caches are
         // not these.
         let mine = all.get(0).unwrap().allocate(1000, s).unwrap();

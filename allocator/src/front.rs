@@ -551,34 +551,34 @@ pub(crate) fn lend(
     live: Live,
 ) -> Option<usize> {
     ThreadState::with(|ts| {
-            let mut fronts = ts.fronts.try_borrow_mut().ok()?;
-            let fronts = &mut *fronts;
-            let front = match fronts.position(allocator) {
-                Some(i) => &mut fronts.caches[i],
-                None => {
-                    // Caches of dropped allocators go first.
-                    fronts.prune();
-                    let shared = Arc::new(Shared::new());
-                    let index = registry.insert(shared.clone());
-                    fronts.push(Front {
-                        allocator,
-                        index,
-                        home: home(),
-                        shared,
-                        slots: [None; SLOTS],
-                        occupied: 0,
-                        out: 0,
-                        live: HashMap::default(),
-                        evict_next: 0,
-                    })
-                }
-            };
-            // An address invalidated earlier may be lent again now.
-            front.settle();
-            front.live.insert(addr, live);
-            Some(front.index)
-        })
-        .flatten()
+        let mut fronts = ts.fronts.try_borrow_mut().ok()?;
+        let fronts = &mut *fronts;
+        let front = match fronts.position(allocator) {
+            Some(i) => &mut fronts.caches[i],
+            None => {
+                // Caches of dropped allocators go first.
+                fronts.prune();
+                let shared = Arc::new(Shared::new());
+                let index = registry.insert(shared.clone());
+                fronts.push(Front {
+                    allocator,
+                    index,
+                    home: home(),
+                    shared,
+                    slots: [None; SLOTS],
+                    occupied: 0,
+                    out: 0,
+                    live: HashMap::default(),
+                    evict_next: 0,
+                })
+            }
+        };
+        // An address invalidated earlier may be lent again now.
+        front.settle();
+        front.live.insert(addr, live);
+        Some(front.index)
+    })
+    .flatten()
 }
 
 /// A new allocator's key for thread caches.

@@ -29,11 +29,10 @@ pub unsafe extern "C" fn dipu_malloc(
         !out.is_null()
             && matches!(
                 dipu_runtime::with_current(|rt, ts| {
-                    let Some(stream) = rt.context().pooled_stream_from_parts(
-                        stream.device,
-                        stream.id,
-                        stream.raw,
-                    ) else {
+                    let Some(stream) =
+                        rt.context()
+                            .pooled_stream_from_parts(stream.device, stream.id, stream.raw)
+                    else {
                         return Ok(false);
                     };
                     let Some(ptr) = rt.allocate_cached_in(ts, bytes, stream) else {

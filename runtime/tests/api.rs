@@ -310,23 +310,41 @@ fn hit_path_blocks_keep_every_check() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     let hit = rt.allocate_cached(256, s0).expect("the cached block");
     assert_eq!(hit, p);
-    assert_eq!(rt.find_allocation(hit).map(|a| (a.len, a.device)), Some((256, 0)));
+    assert_eq!(
+        rt.find_allocation(hit).map(|a| (a.len, a.device)),
+        Some((256, 0))
+    );
 
     // SAFETY: only the address is computed, within the allocation.
     let inner = unsafe { hit.cast::<u8>().add(8) }.cast::<c_void>();
     assert!(!rt.free_cached(inner));
     let err = rt.free_raw(0, inner).unwrap_err();
-    assert!(err.message().contains("8 bytes into the allocation"), "{err}");
+    assert!(
+        err.message().contains("8 bytes into the allocation"),
+        "{err}"
+    );
     let err = rt.free_raw(1, hit).unwrap_err();
-    assert!(err.message().contains("allocated on device 0, not on device 1"), "{err}");
+    assert!(
+        err.message()
+            .contains("allocated on device 0, not on device 1"),
+        "{err}"
+    );
     let err = rt.allocator(0).unwrap().allocate(256, s1).unwrap_err();
     assert!(err.message().contains("a stream of device 1"), "{err}");
-    assert_eq!(rt.allocate_cached(256, s1), None, "device 1 has nothing cached");
+    assert_eq!(
+        rt.allocate_cached(256, s1),
+        None,
+        "device 1 has nothing cached"
+    );
 
     // Another runtime neither hands out nor takes back this one's blocks.
     let other = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
     assert!(!other.free_cached(hit));
-    assert_eq!(other.allocate_cached(256, s0), None, "a stream of another runtime");
+    assert_eq!(
+        other.allocate_cached(256, s0),
+        None,
+        "a stream of another runtime"
+    );
 
     // Used on another stream: the device takes the block from the cache,
     // and the free goes through the full path.

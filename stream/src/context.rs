@@ -188,7 +188,12 @@ impl DeviceContext {
     /// stream, a bad device, a handle that does not match), which
     /// `stream_from_parts` then answers.
     #[inline]
-    pub fn pooled_stream_from_parts(&'static self, device: i32, id: u32, raw: u64) -> Option<Stream> {
+    pub fn pooled_stream_from_parts(
+        &'static self,
+        device: i32,
+        id: u32,
+        raw: u64,
+    ) -> Option<Stream> {
         let streams = self.devices.get(usize::try_from(device).ok()?)?;
         let id = StreamId(id);
         let handle = match id.kind() {
