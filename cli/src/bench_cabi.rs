@@ -157,7 +157,7 @@ fn table(ctx: &'static DeviceContext, api: &CApi, iterations: u32) -> Result<()>
         "size",
         "threads",
         "devices",
-        "system",
+        "sys",
         "BF(own)",
         "C-ABI",
         "C/own",
