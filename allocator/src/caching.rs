@@ -199,6 +199,10 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         self.algorithm
     }
 
+    fn thread_cache_key(&self) -> Option<u64> {
+        self.cached
+    }
+
     fn allocate(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
         if let Some(empty) = crate::trivial_request(self.device, bytes, stream)? {
             return Ok(empty);

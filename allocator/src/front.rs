@@ -15,7 +15,6 @@
 //!   the owner to forget the address (`Shared::invalid`); the owner reads
 //!   that notice at the start of each of its calls.
 
-use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
 use dipu_stream::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
@@ -24,6 +23,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::arena::BlockId;
 use crate::stats::CacheTotals;
+use crate::thread::ThreadState;
 
 /// Slots per thread and device (at most 32; fewer in loom models, whose
 /// branch budget each atomic slot spends). More slots serve more sizes at
@@ -239,10 +239,16 @@ impl Front {
 impl Front {
     /// Reads the device's notices: forgets invalidated addresses and
     /// empties the slots the device took back.
+    #[inline]
     pub(crate) fn settle(&mut self) {
-        if !self.shared.notice.load(Ordering::Acquire) {
-            return;
+        if self.shared.notice.load(Ordering::Acquire) {
+            self.settle_notices();
         }
+    }
+
+    /// `settle` when the device posted a notice.
+    #[cold]
+    fn settle_notices(&mut self) {
         self.shared.notice.swap(false, Ordering::Acquire);
         let invalid = std::mem::take(&mut *self.shared.invalid.lock());
         for addr in invalid {
@@ -312,6 +318,30 @@ impl Front {
         Freed::Cached
     }
 
+    /// [`Front::push`] when it needs neither the device nor an eviction:
+    /// puts the lent block its user freed at `addr` in a slot and says so;
+    /// otherwise changes nothing (not lent here, or every slot holds a
+    /// cached block) and returns false.
+    #[inline]
+    fn try_push(&mut self, addr: usize) -> bool {
+        self.settle();
+        if let Some(k) = self.out_slot(addr) {
+            let live = self.slots[k].expect("an out slot has its block").live;
+            self.fill(k, live);
+            return true;
+        }
+        if self.out == 0 && (!self.occupied & ALL) == 0 {
+            return false;
+        }
+        let Some(live) = self.live.remove(&addr) else {
+            return false;
+        };
+        let k = self.free_slot().expect("a free or out slot was seen");
+        self.slots[k] = Some(Slotted { addr, live });
+        self.fill(k, live);
+        true
+    }
+
     /// A slot to put a freed block in: an empty one, or one kept for a block
     /// its user holds (that block moves to the map); none when every slot
     /// holds a cached block.
@@ -376,13 +406,13 @@ impl Drop for Front {
 
 /// A thread's caches, one per device allocator it used, with the
 /// allocators' ids apart so that finding one reads one short array.
-struct Fronts {
+pub(crate) struct Fronts {
     ids: Vec<u64>,
     caches: Vec<Front>,
 }
 
 impl Fronts {
-    const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Fronts {
             ids: Vec::new(),
             caches: Vec::new(),
@@ -414,33 +444,40 @@ impl Fronts {
     }
 }
 
-#[cfg(not(loom))]
-std::thread_local! {
-    static FRONTS: RefCell<Fronts> = const { RefCell::new(Fronts::new()) };
-}
-#[cfg(loom)]
-loom::thread_local! {
-    static FRONTS: RefCell<Fronts> = RefCell::new(Fronts::new());
-}
-
 /// Runs `f` on this thread's cache for `allocator`, if it has one and
 /// thread-local storage is usable (not while the thread ends).
 #[inline]
 fn with_front<R>(allocator: u64, f: impl FnOnce(&mut Front) -> Option<R>) -> Option<R> {
-    FRONTS
-        .try_with(|fronts| {
-            let mut fronts = fronts.try_borrow_mut().ok()?;
-            let i = fronts.position(allocator)?;
-            f(&mut fronts.caches[i])
-        })
-        .ok()
-        .flatten()
+    ThreadState::with(|ts| with_front_in(ts, allocator, f)).flatten()
+}
+
+/// `with_front` on the thread state `ts`.
+#[inline]
+fn with_front_in<R>(
+    ts: &ThreadState,
+    allocator: u64,
+    f: impl FnOnce(&mut Front) -> Option<R>,
+) -> Option<R> {
+    let mut fronts = ts.fronts.try_borrow_mut().ok()?;
+    let i = fronts.position(allocator)?;
+    f(&mut fronts.caches[i])
 }
 
 /// A block for `requested` bytes on `stream` from this thread's cache.
 #[inline]
 pub(crate) fn hit(allocator: u64, stream: Stream, requested: usize) -> Option<usize> {
     with_front(allocator, |front| front.pop(stream, requested))
+}
+
+/// `hit` with this thread's state `ts` at hand.
+#[inline]
+pub(crate) fn hit_in(
+    ts: &ThreadState,
+    allocator: u64,
+    stream: Stream,
+    requested: usize,
+) -> Option<usize> {
+    with_front_in(ts, allocator, |front| front.pop(stream, requested))
 }
 
 /// What this thread's cache did with a freed address.
@@ -460,6 +497,22 @@ pub(crate) enum Freed {
 #[inline]
 pub(crate) fn free(allocator: u64, addr: usize) -> Freed {
     with_front(allocator, |front| Some(front.push(addr))).unwrap_or(Freed::NotHere(None))
+}
+
+/// Takes the freed `addr` into the cache (in this thread's state `ts`) of an allocator whose
+/// key `mine` accepts, if that cache lent it and has a slot for it without
+/// the device: whether it did (otherwise nothing changed, and the
+/// allocator's `free` decides). The caller's allocators are usually the
+/// only ones the thread has caches of, so this reads one or two caches.
+#[inline]
+pub(crate) fn free_cached_in(ts: &ThreadState, addr: usize, mine: impl Fn(u64) -> bool) -> bool {
+    let Ok(mut fronts) = ts.fronts.try_borrow_mut() else {
+        return false;
+    };
+    fronts
+        .caches
+        .iter_mut()
+        .any(|front| mine(front.allocator) && front.try_push(addr))
 }
 
 /// Caches `freed` (from [`Freed::Full`]) in place of the slotted block
@@ -497,37 +550,35 @@ pub(crate) fn lend(
     addr: usize,
     live: Live,
 ) -> Option<usize> {
-    FRONTS
-        .try_with(|fronts| {
-            let mut fronts = fronts.try_borrow_mut().ok()?;
-            let fronts = &mut *fronts;
-            let front = match fronts.position(allocator) {
-                Some(i) => &mut fronts.caches[i],
-                None => {
-                    // Caches of dropped allocators go first.
-                    fronts.prune();
-                    let shared = Arc::new(Shared::new());
-                    let index = registry.insert(shared.clone());
-                    fronts.push(Front {
-                        allocator,
-                        index,
-                        home: home(),
-                        shared,
-                        slots: [None; SLOTS],
-                        occupied: 0,
-                        out: 0,
-                        live: HashMap::default(),
-                        evict_next: 0,
-                    })
-                }
-            };
-            // An address invalidated earlier may be lent again now.
-            front.settle();
-            front.live.insert(addr, live);
-            Some(front.index)
-        })
-        .ok()
-        .flatten()
+    ThreadState::with(|ts| {
+        let mut fronts = ts.fronts.try_borrow_mut().ok()?;
+        let fronts = &mut *fronts;
+        let front = match fronts.position(allocator) {
+            Some(i) => &mut fronts.caches[i],
+            None => {
+                // Caches of dropped allocators go first.
+                fronts.prune();
+                let shared = Arc::new(Shared::new());
+                let index = registry.insert(shared.clone());
+                fronts.push(Front {
+                    allocator,
+                    index,
+                    home: home(),
+                    shared,
+                    slots: [None; SLOTS],
+                    occupied: 0,
+                    out: 0,
+                    live: HashMap::default(),
+                    evict_next: 0,
+                })
+            }
+        };
+        // An address invalidated earlier may be lent again now.
+        front.settle();
+        front.live.insert(addr, live);
+        Some(front.index)
+    })
+    .flatten()
 }
 
 /// A new allocator's key for thread caches.

@@ -44,6 +44,7 @@ mod segments;
 mod snapshot;
 mod source;
 mod stats;
+mod thread;
 mod torch;
 
 use std::ffi::c_void;
@@ -57,6 +58,7 @@ pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
 pub use segments::{SegmentMap, SegmentRange};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 pub use stats::{DeviceStats, Stat};
+pub use thread::{ThreadState, ThreadView};
 
 /// Memory handed out by a device allocator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +129,14 @@ pub trait DeviceAllocator: Send + Sync {
 
     /// Limits this allocator to `fraction` (0, 1] of the device's memory.
     fn set_memory_fraction(&self, fraction: f64) -> Result<()>;
+
+    /// This allocator's key in thread caches when it keeps them (`BF`
+    /// and `BS`), so that [`DeviceAllocators::allocate_cached`] and
+    /// [`DeviceAllocators::free_cached`] can reach them directly; `None`
+    /// otherwise (and for wrapped allocators, which keep the full path).
+    fn thread_cache_key(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Handles what every algorithm answers the same way: a stream of another

@@ -1,8 +1,8 @@
 //! The C ABI's allocate+free pair for `dipu bench alloc`: `dipu_malloc` +
 //! `dipu_free` called through `libdipu_runtime.so`, opened at run time as
-//! a C framework links it, beside the same allocator's own pair, in the
-//! same run: one thread; two threads on one device; two threads each on
-//! its own device.
+//! a C framework links it, beside the same allocator's own pair and the
+//! system allocator's pair, in the same run: one thread; two threads on
+//! one device; two threads each on its own device.
 
 use std::ffi::{c_char, c_void, CStr};
 use std::hint::black_box;
@@ -12,7 +12,7 @@ use dipu_allocator::{new_device_allocator, Algorithm, AllocatorConfig, DeviceAll
 use dipu_deviceapi::{Error, ErrorKind, Result};
 use dipu_stream::{DeviceContext, Stream};
 
-use super::{human, measure, ratio_text, SIZES};
+use super::{human, measure, ratio_text, system_pair, SIZES};
 
 /// `dipu_stream` of `include/dipu_runtime.h`.
 #[repr(C)]
@@ -127,9 +127,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The thread layouts: (threads, devices).
 const LAYOUTS: [(usize, usize); 3] = [(1, 1), (2, 1), (2, 2)];
 
-/// Prints the C ABI table: BF's own pair and the C ABI pair (BF, set
-/// through `dipu_options`) per size and layout, with their ratio and each
-/// pair's per-thread throughput against its one-thread figure.
+/// Prints the C ABI table: the system pair, BF's own pair and the C ABI
+/// pair (BF, set through `dipu_options`) per size and layout, with the C
+/// pair's ratios to both and each device pair's per-thread throughput
+/// against its one-thread figure.
 pub(super) fn run(ctx: &'static DeviceContext, lib: &Path, iterations: u32) -> Result<()> {
     let api = CApi::open(lib)?;
     let bf = c"BF";
@@ -152,13 +153,15 @@ pub(super) fn run(ctx: &'static DeviceContext, lib: &Path, iterations: u32) -> R
 
 fn table(ctx: &'static DeviceContext, api: &CApi, iterations: u32) -> Result<()> {
     crate::outln!(
-        "{:>8} {:>7} {:>7}  {:>9} {:>9} {:>7}  {:>10} {:>10}",
+        "{:>8} {:>7} {:>7}  {:>9} {:>9} {:>9} {:>7} {:>7}  {:>10} {:>10}",
         "size",
         "threads",
         "devices",
+        "sys",
         "BF(own)",
         "C-ABI",
         "C/own",
+        "C/sys",
         "own x1thr",
         "C x1thr"
     );
@@ -194,8 +197,9 @@ fn table(ctx: &'static DeviceContext, api: &CApi, iterations: u32) -> Result<()>
             };
             // Alternated, the order swapped each repetition, medians kept:
             // the load of a shared machine drifts between figures.
-            let (mut owns, mut cs) = (Vec::new(), Vec::new());
+            let (mut owns, mut cs, mut systems) = (Vec::new(), Vec::new(), Vec::new());
             for r in 0..REPEATS {
+                systems.push(system_pair(size, threads, iterations)?);
                 if r % 2 == 1 {
                     cs.push(measure(threads, iterations, &c, &|| 0)?.0);
                 }
@@ -204,7 +208,7 @@ fn table(ctx: &'static DeviceContext, api: &CApi, iterations: u32) -> Result<()>
                     cs.push(measure(threads, iterations, &c, &|| 0)?.0);
                 }
             }
-            let (own_ns, c_ns) = (median(owns), median(cs));
+            let (own_ns, c_ns, sys_ns) = (median(owns), median(cs), median(systems));
             for s in &own_streams {
                 s.synchronize()?;
             }
@@ -215,13 +219,15 @@ fn table(ctx: &'static DeviceContext, api: &CApi, iterations: u32) -> Result<()>
                 single = (own_ns, c_ns);
             }
             crate::outln!(
-                "{:>8} {:>7} {:>7}  {:>9.1} {:>9.1} {:>7}  {:>10} {:>10}",
+                "{:>8} {:>7} {:>7}  {:>9.1} {:>9.1} {:>9.1} {:>7} {:>7}  {:>10} {:>10}",
                 human(size),
                 threads,
                 devices,
+                sys_ns,
                 own_ns,
                 c_ns,
                 ratio_text(c_ns / own_ns),
+                ratio_text(c_ns / sys_ns),
                 ratio_text(single.0 / own_ns),
                 ratio_text(single.1 / c_ns)
             );

@@ -1,6 +1,6 @@
 //! `dipu bench alloc` end to end: a tiny run prints the allocators' table
 //! and the C ABI's (dipu_malloc + dipu_free through libdipu_runtime.so)
-//! beside BF's own pair; a library that is not there is a clear error.
+//! beside BF's own pair and the system pair; a library that is not there is a clear error.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -42,11 +42,12 @@ fn tiny_run_prints_the_c_abi_pair_beside_bfs_own() {
         String::from_utf8_lossy(&out.stderr)
     );
     let table = &stdout[stdout.find("the C ABI pair: dipu_malloc").expect(&stdout)..];
-    // size (two words), threads, devices, BF own, C ABI, ratio, two x1thr.
+    // size (two words), threads, devices, system, BF own, C ABI, two
+    // ratios, two x1thr.
     let rows: Vec<Vec<&str>> = table
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|w| w.len() == 9 && w[2].parse::<u32>().is_ok())
+        .filter(|w| w.len() == 11 && w[2].parse::<u32>().is_ok())
         .collect();
     assert_eq!(rows.len(), 15, "5 sizes x 3 layouts:\n{table}");
     let layouts: Vec<(&str, &str)> = rows[..3].iter().map(|r| (r[2], r[3])).collect();

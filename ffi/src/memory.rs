@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void};
 
 use dipu_runtime::{Error, ErrorKind, Result};
 
-use crate::status::{dipu_status, ffi_boundary, non_null, write_c_string, write_out};
+use crate::status::{dipu_status, fast_path, ffi_boundary, non_null, write_c_string, write_out};
 use crate::stream::{self, dipu_stream};
 use crate::types::dipu_memory_stats;
 
@@ -24,6 +24,31 @@ pub unsafe extern "C" fn dipu_malloc(
     stream: dipu_stream,
     out: *mut *mut c_void,
 ) -> dipu_status {
+    // A block this thread's allocator cache holds: no more to check.
+    let hit = fast_path("dipu_malloc", || {
+        !out.is_null()
+            && matches!(
+                dipu_runtime::with_current(|rt, ts| {
+                    let Some(stream) =
+                        rt.context()
+                            .pooled_stream_from_parts(stream.device, stream.id, stream.raw)
+                    else {
+                        return Ok(false);
+                    };
+                    let Some(ptr) = rt.allocate_cached_in(ts, bytes, stream) else {
+                        return Ok(false);
+                    };
+                    // SAFETY: `out` is not NULL (checked) and valid for
+                    // writing by the caller's contract.
+                    unsafe { out.write(ptr) };
+                    Ok(true)
+                }),
+                Some(Ok(true))
+            )
+    });
+    if let Some(status) = hit {
+        return status;
+    }
     ffi_boundary!("dipu_malloc", {
         non_null(out, "out")?;
         // No allocation can exceed PTRDIFF_MAX; refusing here also keeps
@@ -52,6 +77,16 @@ pub unsafe extern "C" fn dipu_malloc(
 /// Thread-safe.
 #[no_mangle]
 pub extern "C" fn dipu_free(ptr: *mut c_void) -> dipu_status {
+    // A block this thread's allocator cache lent: it takes it back.
+    let hit = fast_path("dipu_free", || {
+        matches!(
+            dipu_runtime::with_current(|rt, ts| Ok(rt.free_cached_in(ts, ptr))),
+            Some(Ok(true))
+        )
+    });
+    if let Some(status) = hit {
+        return status;
+    }
     ffi_boundary!("dipu_free", {
         if ptr.is_null() {
             return Ok(());

@@ -115,6 +115,30 @@ pub(crate) fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> dipu_st
     }
 }
 
+/// The hit path of the exported function `name`, before its full body:
+/// `body` returns true when it did the whole call (then `DIPU_OK`), false
+/// when it changed nothing and the full body must run (then `None`). A
+/// panic is caught as in [`boundary`] (`DIPU_STATUS_INTERNAL`). Errors are
+/// never reported here: the full body finds and explains them.
+#[inline(always)]
+pub(crate) fn fast_path(name: &str, body: impl FnOnce() -> bool) -> Option<dipu_status> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(true) => Some(dipu_status::DIPU_OK),
+        Ok(false) => None,
+        Err(payload) => Some(caught_panic(name, payload)),
+    }
+}
+
+/// Records a panic caught at the boundary of `name` as its last error.
+#[cold]
+fn caught_panic(name: &str, payload: Box<dyn Any + Send>) -> dipu_status {
+    set_last_error(format!(
+        "{name}: internal error (a panic inside dipu-rs): {}",
+        panic_message(payload.as_ref())
+    ));
+    dipu_status::DIPU_STATUS_INTERNAL
+}
+
 /// Runs the body of an exported function returning a value instead of a
 /// status: a caught panic returns `fallback`.
 pub(crate) fn boundary_value<T>(name: &str, fallback: T, body: impl FnOnce() -> T) -> T {

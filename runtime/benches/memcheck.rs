@@ -1,6 +1,8 @@
 //! The cost of the memory checker on an allocate + free pair through
 //! `Runtime` (BF): no checker (its branches compiled out), checker off,
-//! on, and on with backtraces, in one run.
+//! on, and on with backtraces, in one run; and the hit path the C ABI
+//! tries first (`allocate_cached` + `free_cached`) without and with the
+//! checker's test, the checker off.
 //!
 //! Besides criterion's rows (each measured in its own time window), a
 //! paired measurement alternates short blocks of two variants many times
@@ -27,6 +29,12 @@ enum Variant {
     NoChecker,
     /// `Runtime::allocate` + `free_raw`, the checker as set.
     Runtime,
+    /// The hit path `dipu_malloc` and `dipu_free` try first, without the
+    /// checker's test (`DeviceAllocators::allocate_cached` + `free_cached`).
+    CachedNoChecker,
+    /// `Runtime::allocate_cached` + `free_cached` (the checker's test
+    /// included), the full path when they miss.
+    Cached,
 }
 
 #[inline(always)]
@@ -41,6 +49,23 @@ fn one_pair(rt: &Arc<Runtime>, stream: Stream, v: Variant) {
         Variant::Runtime => {
             let p = rt.allocate_raw(black_box(4096), stream).unwrap();
             rt.free_raw(0, p).unwrap();
+        }
+        Variant::CachedNoChecker => {
+            let all = rt.allocators();
+            let p = all
+                .allocate_cached(black_box(4096), stream)
+                .unwrap_or_else(|| rt.allocate_raw(4096, stream).unwrap());
+            if !all.free_cached(p) {
+                rt.free_raw(0, p).unwrap();
+            }
+        }
+        Variant::Cached => {
+            let p = rt
+                .allocate_cached(black_box(4096), stream)
+                .unwrap_or_else(|| rt.allocate_raw(4096, stream).unwrap());
+            if !rt.free_cached(p) {
+                rt.free_raw(0, p).unwrap();
+            }
         }
     }
 }
@@ -127,6 +152,16 @@ fn pair(c: &mut Criterion) {
     let on = (Variant::Runtime, (true, false));
     let traced = (Variant::Runtime, (true, true));
     paired(&rt, stream, "no_checker -> off", none, off, 20_000);
+    let cached_none = (Variant::CachedNoChecker, (false, false));
+    let cached_off = (Variant::Cached, (false, false));
+    paired(
+        &rt,
+        stream,
+        "hit path: no_checker -> off",
+        cached_none,
+        cached_off,
+        20_000,
+    );
     paired(&rt, stream, "off -> on", off, on, 20_000);
     paired(&rt, stream, "off -> on_backtrace", off, traced, 2_000);
     MemCheck::disable();

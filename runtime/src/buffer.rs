@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 
-use dipu_allocator::Allocation;
+use dipu_allocator::{Allocation, ThreadState};
 use dipu_deviceapi::{CopyKind, Error, Result};
 use dipu_memcheck::Location;
 use dipu_stream::Stream;
@@ -30,6 +30,51 @@ impl Runtime {
     /// reference count, which all threads share.
     pub fn allocate_raw(&self, bytes: usize, stream: Stream) -> Result<*mut c_void> {
         Ok(self.allocate_with::<true>(bytes, stream)?.ptr)
+    }
+
+    /// The hit path of [`Runtime::allocate_raw`]: a block this thread's
+    /// allocator cache holds for exactly `bytes` on `stream`, now allocated;
+    /// `None` when the full path must run (no such block, the memory
+    /// checker on, an allocator without thread caches, a stream of another
+    /// runtime). What `dipu_malloc` tries first: no lock, no dynamic call.
+    #[inline]
+    pub fn allocate_cached(&self, bytes: usize, stream: Stream) -> Option<*mut c_void> {
+        if dipu_memcheck::enabled() {
+            return None;
+        }
+        self.allocators.allocate_cached(bytes, stream)
+    }
+
+    /// [`Runtime::allocate_cached`] with this thread's allocation-path
+    /// state at hand (from [`crate::with_current`]).
+    #[inline]
+    pub fn allocate_cached_in(
+        &self,
+        ts: &ThreadState,
+        bytes: usize,
+        stream: Stream,
+    ) -> Option<*mut c_void> {
+        if dipu_memcheck::enabled() {
+            return None;
+        }
+        self.allocators.allocate_cached_in(ts, bytes, stream)
+    }
+
+    /// The hit path of [`Runtime::free_raw`] for a pointer of any device:
+    /// true when this thread's allocator cache lent `ptr` (the start of a
+    /// live allocation of this runtime) and took it back. False changes
+    /// nothing; the full path then frees or explains the pointer. What
+    /// `dipu_free` tries first.
+    #[inline]
+    pub fn free_cached(&self, ptr: *mut c_void) -> bool {
+        !dipu_memcheck::enabled() && self.allocators.free_cached(ptr)
+    }
+
+    /// [`Runtime::free_cached`] with this thread's allocation-path state at
+    /// hand (from [`crate::with_current`]).
+    #[inline]
+    pub fn free_cached_in(&self, ts: &ThreadState, ptr: *mut c_void) -> bool {
+        !dipu_memcheck::enabled() && self.allocators.free_cached_in(ts, ptr)
     }
 
     /// [`Runtime::allocate_raw`] with the memory checker's branch compiled

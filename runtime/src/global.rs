@@ -4,6 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use dipu_allocator::{ThreadState, ThreadView};
 use dipu_deviceapi::{Error, Result};
 use parking_lot::RwLock;
 
@@ -15,44 +16,39 @@ static GLOBAL: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 /// thread's copy of the runtime knows whether it is still the global one.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// This thread's view of the global runtime: which one it last used, of
-/// which generation, and how many `with` calls of the thread are running.
-#[derive(Clone, Copy)]
-struct Lent {
-    generation: u64,
-    rt: *const Runtime,
-    depth: u32,
-}
+/// This thread's view of the global runtime, kept in the allocation
+/// path's thread state (`ThreadView`: which runtime it last used, of which
+/// generation, and how many `with` calls of the thread are running), so
+/// that a C ABI allocation reads one thread-local.
+type Lent = ThreadView;
 
-/// What `Lent` is when the thread holds no runtime.
-const NONE: Lent = Lent {
-    generation: u64::MAX,
-    rt: std::ptr::null(),
-    depth: 0,
-};
+/// What the view is when the thread holds no runtime.
+const NONE: Lent = ThreadView::NONE;
 
-/// The `Arc` behind a thread's `Lent::rt`; when it goes (the thread
-/// ends), so does the thread's view.
+/// The `Arc` behind a thread's view; when it goes (the thread ends), so
+/// does the view.
 struct Held(Option<Arc<Runtime>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // (`LENT` has no destructor, so it outlives this.)
-        LENT.set(Lent {
-            depth: LENT.get().depth,
-            ..NONE
+        // Fails when the thread state went first: nobody reads it then.
+        let _ = ThreadState::with(|ts| {
+            let cell = ts.view();
+            cell.set(Lent {
+                depth: cell.get().depth,
+                ..NONE
+            });
         });
     }
 }
 
 std::thread_local! {
-    /// Read on every call: plain values (no destructor, so no state check).
-    static LENT: Cell<Lent> = const { Cell::new(NONE) };
-    /// Keeps `LENT.rt` alive; replaced only when no `with` of the thread runs.
+    /// Keeps the view's runtime alive; replaced only when no `with` of the
+    /// thread runs.
     static HELD: RefCell<Held> = const { RefCell::new(Held(None)) };
 }
 
-/// Counts a running `with` of this thread (in its `LENT`) until dropped.
+/// Counts a running `with` of this thread (in its view) until dropped.
 struct Depth<'a>(&'a Cell<Lent>);
 
 impl<'a> Depth<'a> {
@@ -91,18 +87,42 @@ fn publish(global: &mut Option<Arc<Runtime>>, rt: Option<Arc<Runtime>>) -> Optio
 /// old runtime alive until the thread's next call or its end.)
 #[inline]
 pub fn with<R>(f: impl FnOnce(&Runtime) -> Result<R>) -> Result<R> {
-    LENT.with(|cell| {
-        let lent = cell.get();
-        if lent.generation == GENERATION.load(Ordering::Acquire) && !lent.rt.is_null() {
-            let _depth = Depth::enter(cell);
-            // SAFETY: `lent.rt` is the runtime of the `Arc` in this thread's
-            // `HELD` (set together in `with_slow`, cleared when `HELD` is
-            // dropped), which is replaced only while no `with` of this
-            // thread runs (depth 0), so it outlives this call.
-            return f(unsafe { &*lent.rt });
-        }
-        with_slow(cell, f)
-    })
+    let mut f = Some(f);
+    let done = ThreadState::with(|ts| {
+        let f = f.take().expect("taken once");
+        with_in(ts, |rt, _| f(rt))
+    });
+    match (done, f) {
+        (Some(result), _) => result,
+        // The thread is ending: no view to keep.
+        (None, Some(f)) => f(&current()?.1),
+        (None, None) => unreachable!("`f` is taken only when the closure ran"),
+    }
+}
+
+/// [`with`] that also hands `f` this thread's allocation-path state, for
+/// the allocators' hit paths ([`Runtime::allocate_cached_in`]): one
+/// thread-local read for both. `None` (and `f` not run) while the thread
+/// ends.
+#[inline]
+pub fn with_current<R>(f: impl FnOnce(&Runtime, &ThreadState) -> Result<R>) -> Option<Result<R>> {
+    ThreadState::with(|ts| with_in(ts, f))
+}
+
+/// `with` on this thread's state `ts`.
+#[inline]
+fn with_in<R>(ts: &ThreadState, f: impl FnOnce(&Runtime, &ThreadState) -> Result<R>) -> Result<R> {
+    let cell = ts.view();
+    let lent = cell.get();
+    if lent.generation == GENERATION.load(Ordering::Acquire) && !lent.ptr.is_null() {
+        let _depth = Depth::enter(cell);
+        // SAFETY: `lent.ptr` is the runtime of the `Arc` in this thread's
+        // `HELD` (set together in `with_slow`, cleared when `HELD` is
+        // dropped), which is replaced only while no `with` of this thread
+        // runs (depth 0), so it outlives this call.
+        return f(unsafe { &*lent.ptr.cast::<Runtime>() }, ts);
+    }
+    with_slow(cell, |rt| f(rt, ts))
 }
 
 /// `with` when the thread's view is stale: the global runtime (made if
@@ -118,7 +138,7 @@ fn with_slow<R>(cell: &Cell<Lent>, f: impl FnOnce(&Runtime) -> Result<R>) -> Res
                 held.0 = Some(Arc::clone(&rt));
                 cell.set(Lent {
                     generation,
-                    rt: Arc::as_ptr(&rt),
+                    ptr: Arc::as_ptr(&rt).cast(),
                     depth: 0,
                 });
             }

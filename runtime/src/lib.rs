@@ -36,7 +36,7 @@ mod report;
 mod runtime;
 
 pub use buffer::{DeviceBuffer, HostBuffer};
-pub use global::{get, init, is_initialized, shutdown, with};
+pub use global::{get, init, is_initialized, shutdown, with, with_current};
 pub use live::LiveAllocation;
 pub use options::RuntimeOptions;
 pub use report::{DeviceLeak, ShutdownReport};
@@ -47,7 +47,7 @@ pub use dipu_memcheck as memcheck;
 
 pub use dipu_allocator::{
     Algorithm, AllocatorConfig, DeviceAllocator, DeviceAllocators, DeviceStats, HostAlgorithm,
-    HostAllocator, Stat,
+    HostAllocator, Stat, ThreadState,
 };
 pub use dipu_deviceapi::{
     CopyKind, DeviceProperties, Error, ErrorKind, MemoryInfo, Result, VendorOrigin, VendorSpec,

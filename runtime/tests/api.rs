@@ -293,3 +293,66 @@ fn pointer_lookups_answer_interior_pointers_on_every_device() {
         assert!(rt.live_allocations().is_empty(), "{algorithm}");
     }
 }
+
+/// `allocate_cached` and `free_cached` (what `dipu_malloc` and `dipu_free`
+/// try first) hand out and take back only this thread's cached blocks of
+/// this runtime; every bad pointer falls through to the full path's checks.
+#[test]
+fn hit_path_blocks_keep_every_check() {
+    let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
+    let s0 = rt.context().stream_from_pool(0, false).unwrap();
+    let s1 = rt.context().stream_from_pool(1, false).unwrap();
+    assert_eq!(rt.allocate_cached(256, s0), None, "nothing cached yet");
+    let p = rt.allocate_raw(256, s0).unwrap();
+    assert!(rt.free_cached(p));
+    assert!(!rt.free_cached(p), "a second free is not a hit");
+    let err = rt.free_raw(0, p).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let hit = rt.allocate_cached(256, s0).expect("the cached block");
+    assert_eq!(hit, p);
+    assert_eq!(
+        rt.find_allocation(hit).map(|a| (a.len, a.device)),
+        Some((256, 0))
+    );
+
+    // SAFETY: only the address is computed, within the allocation.
+    let inner = unsafe { hit.cast::<u8>().add(8) }.cast::<c_void>();
+    assert!(!rt.free_cached(inner));
+    let err = rt.free_raw(0, inner).unwrap_err();
+    assert!(
+        err.message().contains("8 bytes into the allocation"),
+        "{err}"
+    );
+    let err = rt.free_raw(1, hit).unwrap_err();
+    assert!(
+        err.message()
+            .contains("allocated on device 0, not on device 1"),
+        "{err}"
+    );
+    let err = rt.allocator(0).unwrap().allocate(256, s1).unwrap_err();
+    assert!(err.message().contains("a stream of device 1"), "{err}");
+    assert_eq!(
+        rt.allocate_cached(256, s1),
+        None,
+        "device 1 has nothing cached"
+    );
+
+    // Another runtime neither hands out nor takes back this one's blocks.
+    let other = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
+    assert!(!other.free_cached(hit));
+    assert_eq!(
+        other.allocate_cached(256, s0),
+        None,
+        "a stream of another runtime"
+    );
+
+    // Used on another stream: the device takes the block from the cache,
+    // and the free goes through the full path.
+    rt.record_stream_raw(hit, s1).unwrap();
+    assert!(!rt.free_cached(hit));
+    rt.free_raw(0, hit).unwrap();
+    assert!(rt.free_raw(0, hit).is_err(), "freed once");
+    rt.synchronize_device(1).unwrap();
+    assert!(rt.release_and_report().is_clean());
+    assert!(other.release_and_report().is_clean());
+}

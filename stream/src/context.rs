@@ -182,6 +182,36 @@ impl DeviceContext {
             .filter(|s| s.raw.as_raw() == raw))
     }
 
+    /// [`DeviceContext::stream_from_parts`] for the streams frameworks pass
+    /// on every call (default and pooled ones), without a lock or an error
+    /// value, inlined into the caller: `None` for anything else (a created
+    /// stream, a bad device, a handle that does not match), which
+    /// `stream_from_parts` then answers.
+    #[inline]
+    pub fn pooled_stream_from_parts(
+        &'static self,
+        device: i32,
+        id: u32,
+        raw: u64,
+    ) -> Option<Stream> {
+        let streams = self.devices.get(usize::try_from(device).ok()?)?;
+        let id = StreamId(id);
+        let handle = match id.kind() {
+            StreamKind::Default if id.index() == 0 => StreamHandle::DEFAULT,
+            StreamKind::Pool { high_priority } => match high_priority {
+                true => streams.high.get(id.index())?,
+                false => streams.normal.get(id.index())?,
+            },
+            _ => return None,
+        };
+        (handle.as_raw() == raw).then_some(Stream {
+            ctx: self,
+            device,
+            id,
+            raw: handle,
+        })
+    }
+
     /// The stream of `device` whose id is `id`, if this context handed one
     /// out (`InvalidDevice` for a bad device): a stream rebuilt from the
     /// (device, id) pair frameworks keep. No lock for default and pool

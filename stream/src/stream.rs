@@ -47,6 +47,7 @@ impl StreamId {
     }
 
     /// The stream's kind.
+    #[inline]
     pub fn kind(self) -> StreamKind {
         match self.0 >> KIND_SHIFT {
             0 => StreamKind::Default,
@@ -61,6 +62,7 @@ impl StreamId {
     }
 
     /// The index within its kind (the pool slot, or the creation order).
+    #[inline]
     pub fn index(self) -> u32 {
         self.0 & INDEX_MASK
     }

@@ -27,7 +27,10 @@ int main(void) {
   dipu_stream s, bogus, bad_device, old_stream;
   dipu_event *e = NULL, *untimed = NULL;
   dipu_memory_stats stats;
-  void *p = NULL, *q = (void *)0x1234, *old_ptr = NULL;
+  dipu_shutdown_report report;
+  void *p = NULL, *q = (void *)0x1234, *old_ptr = NULL, *old_hit = NULL;
+  void *hit = NULL, *other = NULL;
+  dipu_stream s1;
   unsigned char host[64];
   char small[2];
   size_t needed = 0;
@@ -102,6 +105,39 @@ int main(void) {
   CHECK(dipu_free(NULL));
   CHECK(dipu_host_free(NULL));
 
+  /* The same checks on blocks this thread's allocator cache hands out and
+   * takes back (the hit paths of dipu_malloc and dipu_free). */
+  CHECK(dipu_malloc(256, s, &p));
+  CHECK(dipu_free(p));
+  BAD(dipu_free(p), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  CHECK(dipu_malloc(256, s, &hit));
+  EXPECT(hit == p);
+  BAD(dipu_free((char *)hit + 16), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  BAD(dipu_memcpy((char *)hit + 224, host, 64, DIPU_COPY_HOST_TO_DEVICE), DIPU_STATUS_INVALID_ARGUMENT, "dipu_memcpy");
+  BAD(dipu_memcpy_async((char *)hit + 224, host, 64, DIPU_COPY_HOST_TO_DEVICE, s), DIPU_STATUS_INVALID_ARGUMENT, "dipu_memcpy_async");
+  BAD(dipu_memcpy_async(host, (char *)hit - 8, 16, DIPU_COPY_DEVICE_TO_HOST, s), DIPU_STATUS_INVALID_ARGUMENT, "dipu_memcpy_async");
+  CHECK(dipu_memcpy_async((char *)hit + 192, host, 64, DIPU_COPY_HOST_TO_DEVICE, s));
+  CHECK(dipu_stream_synchronize(s));
+  BAD(dipu_record_stream((char *)hit + 8, s), DIPU_STATUS_INVALID_ARGUMENT, "dipu_record_stream");
+  /* Another device's block from its own cache, used on device 0's stream. */
+  EXPECT(count >= 2);
+  CHECK(dipu_stream_from_pool(1, 0, &s1));
+  CHECK(dipu_malloc(256, s1, &other));
+  CHECK(dipu_free(other));
+  CHECK(dipu_malloc(256, s1, &p));
+  EXPECT(p == other && other != hit);
+  BAD(dipu_free((char *)other + 1), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  CHECK(dipu_record_stream(other, s));
+  CHECK(dipu_record_stream(hit, s1));
+  CHECK(dipu_free(other));
+  BAD(dipu_free(other), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  CHECK(dipu_free(hit));
+  BAD(dipu_free(hit), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  BAD(dipu_memcpy(host, hit, 8, DIPU_COPY_DEVICE_TO_HOST), DIPU_STATUS_INVALID_ARGUMENT, "dipu_memcpy");
+  BAD(dipu_record_stream(hit, s), DIPU_STATUS_INVALID_ARGUMENT, "dipu_record_stream");
+  CHECK(dipu_device_synchronize(0));
+  CHECK(dipu_device_synchronize(1));
+
   /* Invalid stream handles. */
   bogus = s;
   bogus.raw ^= 0x5a5a;
@@ -145,10 +181,19 @@ int main(void) {
   /* Handles and pointers from before a shutdown. */
   old_stream = s;
   CHECK(dipu_malloc(32, s, &old_ptr));
-  CHECK(dipu_shutdown(NULL));
+  CHECK(dipu_malloc(48, s, &old_hit));
+  CHECK(dipu_free(old_hit));
+  CHECK(dipu_malloc(48, s, &p));
+  EXPECT(p == old_hit); /* held from this thread's cache at the shutdown */
+  CHECK(dipu_malloc(48, s, &p));
+  CHECK(dipu_free(p)); /* in this thread's cache at the shutdown */
+  CHECK(dipu_shutdown(&report));
+  EXPECT(report.live_allocations == 2 && report.leaked_device_bytes >= 80);
   CHECK(dipu_init(NULL));
   BAD(dipu_stream_synchronize(old_stream), DIPU_STATUS_INVALID_ARGUMENT, "dipu_stream_synchronize");
   BAD(dipu_free(old_ptr), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  BAD(dipu_free(old_hit), DIPU_STATUS_INVALID_ARGUMENT, "dipu_free");
+  BAD(dipu_record_stream(old_hit, s), DIPU_STATUS_INVALID_ARGUMENT, "dipu_record_stream");
   BAD(dipu_event_record(untimed, s), DIPU_STATUS_INVALID_ARGUMENT, "dipu_event_record");
   CHECK(dipu_event_destroy(untimed));
   CHECK(dipu_shutdown(NULL));

@@ -1,5 +1,6 @@
 /* The memory checker from C: leaks two device blocks from two named
- * functions and frees a third; with -DBAD_FREES it also frees that third
+ * functions, and a third block a thread cache handed out again, and frees
+ * a fourth; with -DBAD_FREES it also frees that third
  * block twice and frees a pointer never allocated, and expects
  * DIPU_STATUS_INVALID_ARGUMENT for both. Run with DIPU_MEM_CHECK=1
  * DIPU_MEM_CHECK_ENABLE_BACKTRACE=1: the report written at exit lists the
@@ -12,6 +13,7 @@
 
 void *leak_from_alpha(dipu_stream stream);
 void *leak_from_beta(dipu_stream stream);
+void *leak_from_gamma(dipu_stream stream);
 void free_one_block(dipu_stream stream);
 
 __attribute__((noinline)) void *leak_from_alpha(dipu_stream stream) {
@@ -24,6 +26,17 @@ __attribute__((noinline)) void *leak_from_beta(dipu_stream stream) {
   void *p = NULL;
   CHECK(dipu_malloc(4096, stream, &p));
   return p;
+}
+
+/* Allocates, frees and allocates the same size again: the block comes
+ * back from the thread's cache, and its leak is reported all the same. */
+__attribute__((noinline)) void *leak_from_gamma(dipu_stream stream) {
+  void *p = NULL, *q = NULL;
+  CHECK(dipu_malloc(2048, stream, &p));
+  CHECK(dipu_free(p));
+  CHECK(dipu_malloc(2048, stream, &q));
+  EXPECT(q == p);
+  return q;
 }
 
 __attribute__((noinline)) void free_one_block(dipu_stream stream) {
@@ -43,6 +56,7 @@ int main(void) {
   CHECK(dipu_stream_from_pool(0, 0, &stream));
   EXPECT(leak_from_alpha(stream) != NULL);
   EXPECT(leak_from_beta(stream) != NULL);
+  EXPECT(leak_from_gamma(stream) != NULL);
   free_one_block(stream);
   printf("leaks done\n");
   return 0;
