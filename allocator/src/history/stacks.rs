@@ -38,7 +38,12 @@ impl Stack {
                 });
             });
         }
-        let own = frames.iter().take_while(|f| is_own(&f.name)).count();
+        // Inlined library frames (closures, `bool::then`) sit among ours:
+        // drop everything up to the last of ours.
+        let own = frames
+            .iter()
+            .rposition(|f| is_own(&f.name))
+            .map_or(0, |i| i + 1);
         frames.drain(..own);
         frames.truncate(MAX_FRAMES);
         frames

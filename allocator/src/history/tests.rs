@@ -130,8 +130,8 @@ fn stacks_name_the_caller_first() {
     assert!(e.frames.len() <= MAX_FRAMES);
     assert!(
         e.frames[0].name.contains("allocate_here"),
-        "innermost frame is the caller: {:?}",
-        e.frames[0]
+        "innermost frame is the caller: {:#?}",
+        e.frames
     );
     let block = snap
         .segments
