@@ -46,6 +46,8 @@ pub struct Runtime {
     pub(crate) guard_sizes: Option<crate::guard::GuardSizes>,
     /// The guarded allocators made so far (empty without guards).
     pub(crate) guards: crate::guard::GuardList,
+    /// The memory history of the device allocators (`crate::history`).
+    pub(crate) history: Arc<dipu_allocator::history::History>,
 }
 
 impl fmt::Debug for Runtime {
@@ -83,15 +85,21 @@ impl Runtime {
         let guard_bytes = dipu_memcheck::guard_bytes();
         let guard_sizes = (dipu_memcheck::enabled() && guard_bytes > 0)
             .then(|| crate::guard::GuardSizes::new(guard_bytes));
-        if let Some(sizes) = guard_sizes {
-            let wrap = crate::guard::wrapper(ctx, sizes, Arc::clone(&guards));
-            allocators = allocators.with_wrapper(wrap);
-        }
+        let guard_wrap =
+            guard_sizes.map(|sizes| crate::guard::wrapper(ctx, sizes, Arc::clone(&guards)));
+        let history = dipu_allocator::history::History::from_env()?;
+        let segments = allocators.segment_map();
+        allocators = allocators.with_wrapper(crate::history::wrapper(
+            Arc::clone(&history),
+            segments,
+            guard_wrap,
+        ));
         Ok(Arc::new(Runtime {
             spec: o.vendor,
             allocators,
             guard_sizes,
             guards,
+            history,
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
             generators: Generators::new(ctx.device_count()),

@@ -183,7 +183,14 @@ impl History {
     }
 
     /// Appends an event to `log` (stack captured here when asked).
-    pub(crate) fn push(&self, log: &DeviceLog, action: Action, addr: usize, size: usize, stream: u32) {
+    pub(crate) fn push(
+        &self,
+        log: &DeviceLog,
+        action: Action,
+        addr: usize,
+        size: usize,
+        stream: u32,
+    ) {
         let max = self.max_entries.load(Ordering::Acquire);
         if max == 0 {
             return;

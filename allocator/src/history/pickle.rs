@@ -77,7 +77,10 @@ impl MemorySnapshot {
                 ("requested_size", int(requested)?),
                 ("stream", int(s.stream)?),
                 ("segment_type", Value::String(s.pool.clone())),
-                ("segment_pool_id", Value::Tuple(vec![Value::I64(0), Value::I64(0)])),
+                (
+                    "segment_pool_id",
+                    Value::Tuple(vec![Value::I64(0), Value::I64(0)]),
+                ),
                 ("is_expandable", Value::Bool(false)),
                 ("frames", Value::List(Vec::new())),
                 ("blocks", Value::List(blocks)),
@@ -114,8 +117,9 @@ impl MemorySnapshot {
     /// `torch.cuda.memory._dump_snapshot` wrote). Anything else is an
     /// `InvalidArgument` error naming what is wrong.
     pub fn from_pickle(bytes: &[u8]) -> Result<MemorySnapshot> {
-        let root = serde_pickle::value_from_slice(bytes, DeOptions::new().replace_unresolved_globals())
-            .map_err(|e| Error::invalid_argument(format!("not a pickle: {e}")))?;
+        let root =
+            serde_pickle::value_from_slice(bytes, DeOptions::new().replace_unresolved_globals())
+                .map_err(|e| Error::invalid_argument(format!("not a pickle: {e}")))?;
         let root = as_dict(&root, "the snapshot")?;
         let mut segments = Vec::new();
         for s in as_list(get(root, "segments", "the snapshot")?, "segments")? {
@@ -175,7 +179,8 @@ impl MemorySnapshot {
                         addr: opt(e, "addr").map_or(Ok(0), |v| as_usize(v, "addr"))?,
                         size: as_usize(get(e, "size", "a trace entry")?, "size")?,
                         stream: opt(e, "stream").map_or(Ok(0), |v| as_i64(v, "stream"))? as u32,
-                        time_us: opt(e, "time_us").map_or(Ok(0), |v| as_usize(v, "time_us"))? as u64,
+                        time_us: opt(e, "time_us").map_or(Ok(0), |v| as_usize(v, "time_us"))?
+                            as u64,
                         frames: read_frames(opt(e, "frames"))?,
                     });
                 }
@@ -244,7 +249,9 @@ fn read_frames(v: Option<&Value>) -> Result<Arc<[Frame]>> {
     for f in as_list(v, "frames")? {
         let f = as_dict(f, "a frame")?;
         out.push(Frame {
-            name: opt(f, "name").map_or(Ok(""), |v| as_str(v, "frame name"))?.to_owned(),
+            name: opt(f, "name")
+                .map_or(Ok(""), |v| as_str(v, "frame name"))?
+                .to_owned(),
             filename: opt(f, "filename")
                 .map_or(Ok(""), |v| as_str(v, "frame filename"))?
                 .to_owned(),

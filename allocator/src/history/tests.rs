@@ -77,7 +77,10 @@ fn empty_cache_records_segment_free() {
     let acts = actions(&snap);
     assert_eq!(acts.first(), Some(&Action::SegmentAlloc));
     assert_eq!(acts.last(), Some(&Action::SegmentFree), "{acts:?}");
-    let (first, last) = (&snap.device_traces[0][0], snap.device_traces[0].last().unwrap());
+    let (first, last) = (
+        &snap.device_traces[0][0],
+        snap.device_traces[0].last().unwrap(),
+    );
     assert_eq!((first.addr, first.size), (last.addr, last.size));
     assert!(snap.segments.is_empty());
 }
@@ -88,7 +91,11 @@ fn off_records_nothing_and_the_ring_keeps_the_last_n() {
     let (alloc, stream) = traced(&history);
     let a = alloc.allocate(100, stream).unwrap();
     alloc.free(a.ptr).unwrap();
-    assert_eq!(history.snapshot([alloc.as_ref()]).events(), 0, "off by default");
+    assert_eq!(
+        history.snapshot([alloc.as_ref()]).events(),
+        0,
+        "off by default"
+    );
     history.record(5, false);
     let mut last = 0;
     for i in 1..=20 {
@@ -99,7 +106,10 @@ fn off_records_nothing_and_the_ring_keeps_the_last_n() {
     let snap = history.snapshot([alloc.as_ref()]);
     assert_eq!(snap.events(), 5);
     let e = &snap.device_traces[0];
-    assert_eq!((e[2].action, e[2].addr, e[2].size), (Action::Alloc, last, 2000));
+    assert_eq!(
+        (e[2].action, e[2].addr, e[2].size),
+        (Action::Alloc, last, 2000)
+    );
     assert!(
         !actions(&snap).contains(&Action::SegmentAlloc) || snap.segments.len() > 1,
         "a segment that existed before recording started is not invented"
@@ -107,7 +117,11 @@ fn off_records_nothing_and_the_ring_keeps_the_last_n() {
     history.record(0, false);
     let a = alloc.allocate(100, stream).unwrap();
     alloc.free(a.ptr).unwrap();
-    assert_eq!(history.snapshot([alloc.as_ref()]).device_traces[0], *e, "stopped");
+    assert_eq!(
+        history.snapshot([alloc.as_ref()]).device_traces[0],
+        *e,
+        "stopped"
+    );
 }
 
 #[inline(never)]
@@ -139,7 +153,10 @@ fn stacks_name_the_caller_first() {
         .flat_map(|s| &s.blocks)
         .find(|b| b.address == addr)
         .unwrap();
-    assert_eq!(block.frames, e.frames, "a live block carries its allocation's stack");
+    assert_eq!(
+        block.frames, e.frames,
+        "a live block carries its allocation's stack"
+    );
     alloc.free(addr as *mut _).unwrap();
 }
 

@@ -18,8 +18,16 @@ pub(crate) struct Traced {
 }
 
 impl Traced {
-    pub(crate) fn new(history: Arc<History>, log: Arc<DeviceLog>, inner: Box<dyn DeviceAllocator>) -> Self {
-        Traced { history, log, inner }
+    pub(crate) fn new(
+        history: Arc<History>,
+        log: Arc<DeviceLog>,
+        inner: Box<dyn DeviceAllocator>,
+    ) -> Self {
+        Traced {
+            history,
+            log,
+            inner,
+        }
     }
 
     #[inline(always)]
@@ -69,8 +77,10 @@ impl DeviceAllocator for Traced {
         let size = self.inner.find(addr).map_or(0, |b| b.requested);
         self.inner.free(ptr)?;
         // The stream is the allocation's; the log has it, the free does not.
-        self.history.push(&self.log, Action::FreeRequested, addr, size, 0);
-        self.history.push(&self.log, Action::FreeCompleted, addr, size, 0);
+        self.history
+            .push(&self.log, Action::FreeRequested, addr, size, 0);
+        self.history
+            .push(&self.log, Action::FreeCompleted, addr, size, 0);
         Ok(())
     }
 
