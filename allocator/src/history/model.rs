@@ -148,14 +148,15 @@ pub(crate) fn build<'a>(
     let mut traces: Vec<Vec<TraceEntry>> = vec![Vec::new(); devices];
     let mut stacks: HashMap<(i32, usize), Arc<[Frame]>> = HashMap::new();
     let empty: Arc<[Frame]> = Arc::from(Vec::new());
+    let mut resolved = HashMap::new();
     for log in logs {
         let st = log.state.lock();
         let out = &mut traces[log.device as usize];
         for r in &st.entries {
-            let frames = r
-                .stack
-                .as_ref()
-                .map_or_else(|| Arc::clone(&empty), |s| Arc::from(s.resolve()));
+            let frames = r.stack.as_ref().map_or_else(
+                || Arc::clone(&empty),
+                |s| Arc::from(s.resolve(&mut resolved)),
+            );
             if r.action == Action::Alloc {
                 stacks.insert((log.device, r.addr), Arc::clone(&frames));
             }

@@ -1,6 +1,8 @@
 //! Short stacks: instruction pointers captured at the event, names and
 //! lines looked up only when a snapshot is taken.
 
+use std::collections::HashMap;
+
 use super::{Frame, MAX_FRAMES};
 
 /// Up to [`MAX_FRAMES`] return addresses, innermost first.
@@ -21,22 +23,12 @@ impl Stack {
 
     /// The frames with function names, files and lines, dropping the
     /// history's and the allocator's own frames at the top.
-    pub(crate) fn resolve(&self) -> Vec<Frame> {
+    /// `cache` keeps each address's frames for the next stacks.
+    pub(crate) fn resolve(&self, cache: &mut HashMap<usize, Vec<Frame>>) -> Vec<Frame> {
         let mut frames = Vec::new();
         for &ip in self.ips.iter() {
-            backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
-                let name = symbol
-                    .name()
-                    .map_or_else(|| format!("{ip:#x}"), |n| format!("{n:#}"));
-                let filename = symbol
-                    .filename()
-                    .map_or_else(String::new, |p| p.display().to_string());
-                frames.push(Frame {
-                    name,
-                    filename,
-                    line: symbol.lineno().unwrap_or(0),
-                });
-            });
+            let at_ip = cache.entry(ip).or_insert_with(|| resolve_ip(ip));
+            frames.extend(at_ip.iter().cloned());
         }
         // Inlined library frames (closures, `bool::then`) sit among ours:
         // drop everything up to the last of ours.
@@ -48,6 +40,25 @@ impl Stack {
         frames.truncate(MAX_FRAMES);
         frames
     }
+}
+
+/// The frames at one return address (several when calls were inlined).
+fn resolve_ip(ip: usize) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
+        let name = symbol
+            .name()
+            .map_or_else(|| format!("{ip:#x}"), |n| format!("{n:#}"));
+        let filename = symbol
+            .filename()
+            .map_or_else(String::new, |p| p.display().to_string());
+        frames.push(Frame {
+            name,
+            filename,
+            line: symbol.lineno().unwrap_or(0),
+        });
+    });
+    frames
 }
 
 /// Whether a frame is the capture machinery or the recording wrapper.
