@@ -275,8 +275,9 @@ fn hundred_thousand_events_are_drawn_within_the_bound() {
     ]);
     let (ms, shown) = load(dir.path(), &html);
     assert_eq!(shown, segments);
-    // The bound (5 s); the figure itself is measured by
-    // scripts/memviz-bench.sh and is far below it.
+    // The bound (5 s), loosely: the figure (printed; see
+    // docs/observability.md) is far below it.
+    eprintln!("memviz: 100 000 events drawn in {ms} ms");
     assert!(ms < 5000.0, "100 000 events took {ms} ms to draw");
 }
 

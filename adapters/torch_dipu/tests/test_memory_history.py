@@ -74,8 +74,12 @@ def test_dump_is_read_by_torch_memory_viz(history, tmp_path):
 
 def test_stopped_history_records_nothing_more(history):
     MEM._record_memory_history(enabled=None)
+    before = MEM._snapshot()["device_traces"][0]
     x = torch.empty(4321, dtype=torch.uint8, device="dipu")
-    assert not _events(MEM._snapshot(), "alloc", x.data_ptr())
+    after = MEM._snapshot()["device_traces"][0]
+    assert after == before
+    assert not [e for e in after if e["action"] == "alloc" and e["size"] == 4321]
+    del x
 
 
 def test_bad_arguments_are_errors(tmp_path):
