@@ -1001,6 +1001,24 @@ dipu_status dipu_host_free(void *ptr);
 // Thread-safe.
 dipu_status dipu_host_record_stream(void *ptr, dipu_stream stream);
 
+// Records the last `max_entries` allocation, free and segment events of
+// each device from now on, with a short stack per event when `stacks` is
+// not 0; `max_entries` 0 stops recording (what was recorded is kept).
+// DIPU_MEM_HISTORY=N and DIPU_MEM_HISTORY_STACKS=1 do the same at start.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a negative `max_entries`.
+// Thread-safe.
+dipu_status dipu_memory_record_history(int64_t max_entries, int32_t stacks);
+
+// Writes every device's segments, blocks and recorded events to the file
+// `path` as a pickle in the layout of PyTorch's memory snapshots (open it
+// with `python -m torch.cuda._memory_viz` or `dipu memviz`).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 `path` or a
+// file that cannot be written. Thread-safe.
+//
+// # Safety
+// `path` must be NULL or a NUL-terminated string.
+dipu_status dipu_memory_dump_snapshot(const char *path);
+
 // Stores what `ptr` points into in `*out`: a live device allocation (its
 // device, start and size), a live pinned host block, or neither
 // (`DIPU_MEMORY_UNREGISTERED`, not an error; NULL is unregistered too).

@@ -2,7 +2,7 @@
 # Checks (and where possible installs) what the build and tests need:
 # the Rust toolchain with rustfmt and clippy, and a C/C++ compiler for the
 # C vendor and header tests, and cmake, valgrind and pkg-config for the C
-# API tests.
+# API tests, and Debian's chromium (headless) for the `dipu memviz` page tests.
 set -euo pipefail
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -33,4 +33,12 @@ for tool in cmake valgrind pkg-config; do
     fi
   fi
 done
+if ! need chromium; then
+  if need apt-get && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "setup: chromium is needed by the dipu memviz page tests (cargo test -p dipu-cli --test memviz): apt-get install chromium" >&2
+    exit 1
+  fi
+fi
 echo "setup: $(cargo --version), $(cc --version | head -n1)"

@@ -84,6 +84,11 @@ impl DeviceAllocators {
         ))
     }
 
+    /// The map of every range these allocators reserved (shared with them).
+    pub fn segment_map(&self) -> Arc<SegmentMap> {
+        Arc::clone(&self.segments)
+    }
+
     /// The algorithm in use.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm

@@ -35,6 +35,7 @@ mod deferred;
 mod devices;
 mod expandable;
 mod front;
+pub mod history;
 mod host;
 mod policy;
 mod raw;

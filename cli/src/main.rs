@@ -38,6 +38,8 @@ pub(crate) use outln;
 mod bench;
 mod info;
 mod logging;
+mod memviz;
+mod memviz_page;
 mod replay;
 mod selftest;
 mod vendor;
@@ -66,6 +68,10 @@ enum Command {
     /// Replay an allocation trace through a device allocator on the host
     /// vendor and print peak memory, fragmentation and timings.
     Replay(replay::ReplayArgs),
+    /// Draw a memory snapshot, or a recorded replay, as a self-contained
+    /// HTML page (timeline, segment map, largest allocations) and a pickle
+    /// for torch.cuda._memory_viz.
+    Memviz(memviz::MemvizArgs),
     /// Micro-benchmarks on the host vendor.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
                 selftest::run(vendor.vendor.as_deref(), filter.as_deref())
             }
             Command::Replay(args) => replay::run(&args),
+            Command::Memviz(args) => memviz::run(&args),
             Command::Bench(what) => bench::run(&what),
         });
     match result {

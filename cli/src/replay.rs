@@ -247,7 +247,7 @@ fn replay_one(
 }
 
 /// Reads and parses the trace at `path`.
-fn read_trace(path: &std::path::Path) -> Result<Trace> {
+pub(crate) fn read_trace(path: &std::path::Path) -> Result<Trace> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::new(
             ErrorKind::InvalidArgument,

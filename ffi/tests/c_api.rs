@@ -515,3 +515,61 @@ fn c_two_processes_all_reduce() {
         "the two ranks took {elapsed:?}:\n{report}"
     );
 }
+
+/// `tests/c/memory_history.c` dumps a snapshot that Python's own pickle
+/// module reads in PyTorch's layout: three allocations from the named C
+/// function, one free, the segments with the two live blocks.
+#[test]
+fn memory_history_dump_from_c_is_a_torch_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with(
+        dir.path(),
+        "gcc",
+        "c11",
+        "memory_history.c",
+        &["-O0", "-rdynamic"],
+    );
+    let snap = dir.path().join("snap.pickle");
+    let out = Command::new(&exe)
+        .arg(&snap)
+        .env_remove("DIPU_VENDOR")
+        .output()
+        .expect("run memory_history.c");
+    assert_ok(&out, "memory_history.c");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("history done"), "{stdout}");
+    assert!(
+        stdout.contains("cannot write /nonexistent-dir/x.pickle"),
+        "{stdout}"
+    );
+    let script = r#"
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+t = d["device_traces"][0]
+allocs = [e for e in t if e["action"] == "alloc"]
+print("allocs", [e["size"] for e in allocs])
+print("frees", [e["size"] for e in t if e["action"] == "free_requested"])
+print("segment_allocs", sum(e["action"] == "segment_alloc" for e in t))
+print("gamma", all(any(f["name"] == "alloc_from_gamma" for f in e["frames"]) for e in allocs))
+live = sorted(b["requested_size"] for s in d["segments"] for b in s["blocks"] if b["state"] == "active_allocated")
+print("live", live)
+print("sizes_add_up", all(sum(b["size"] for b in s["blocks"]) == s["total_size"] for s in d["segments"]))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&snap)
+        .output()
+        .expect("run python3");
+    assert_ok(&out, "reading the snapshot with python3's pickle");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "allocs [1000, 3145728, 4096]",
+        "frees [3145728]",
+        "gamma True",
+        "live [1000, 4096]",
+        "sizes_add_up True",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    assert!(!text.contains("segment_allocs 0"), "{text}");
+}

@@ -30,6 +30,7 @@ mod buffer;
 mod copies;
 mod global;
 mod guard;
+mod history;
 mod live;
 mod options;
 mod report;

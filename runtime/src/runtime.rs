@@ -49,6 +49,8 @@ pub struct Runtime {
     pub(crate) quarantine: Option<usize>,
     /// The guarded allocators made so far (empty without guards).
     pub(crate) guards: crate::guard::GuardList,
+    /// The memory history of the device allocators (`crate::history`).
+    pub(crate) history: Arc<dipu_allocator::history::History>,
 }
 
 impl fmt::Debug for Runtime {
@@ -88,16 +90,22 @@ impl Runtime {
         let guard_sizes = (dipu_memcheck::enabled() && (guard_bytes > 0 || quarantine.is_some()))
             .then(|| crate::guard::GuardSizes::new(guard_bytes));
         let quarantine = guard_sizes.and(quarantine);
-        if let Some(sizes) = guard_sizes {
-            let wrap = crate::guard::wrapper(ctx, sizes, quarantine, Arc::clone(&guards));
-            allocators = allocators.with_wrapper(wrap);
-        }
+        let guard_wrap = guard_sizes
+            .map(|sizes| crate::guard::wrapper(ctx, sizes, quarantine, Arc::clone(&guards)));
+        let history = dipu_allocator::history::History::from_env()?;
+        let segments = allocators.segment_map();
+        allocators = allocators.with_wrapper(crate::history::wrapper(
+            Arc::clone(&history),
+            segments,
+            guard_wrap,
+        ));
         Ok(Arc::new(Runtime {
             spec: o.vendor,
             allocators,
             guard_sizes,
             quarantine,
             guards,
+            history,
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
             generators: Generators::new(ctx.device_count()),

@@ -128,6 +128,13 @@ PYBIND11_MODULE(_C, m) {
           DIPU_CHECK(dipu_memory_set_fraction(d, fraction));
         }));
   m.def("_memory_snapshot", torch::wrap_pybind_function(memory_snapshot));
+  m.def("_record_memory_history",
+        torch::wrap_pybind_function([](int64_t max_entries, bool stacks) {
+          DIPU_CHECK(dipu_memory_record_history(max_entries, stacks ? 1 : 0));
+        }));
+  m.def("_dump_memory_snapshot", torch::wrap_pybind_function([](const std::string& path) {
+          DIPU_CHECK(dipu_memory_dump_snapshot(path.c_str()));
+        }));
   m.def("_host_memory_stats", torch::wrap_pybind_function(host_memory_stats));
   m.def("_host_empty_cache", torch::wrap_pybind_function(
                                   [] { at::getHostAllocator(kDipu)->empty_cache(); }));

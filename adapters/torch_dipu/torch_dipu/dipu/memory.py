@@ -2,7 +2,11 @@
 (the DeviceAllocator torch.accelerator.memory also reaches)."""
 
 import json
-from typing import Any, Dict
+import os
+import pickle
+import sys
+import tempfile
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -85,3 +89,51 @@ def reset_accumulated_host_memory_stats() -> None:
 def host_empty_cache() -> None:
     """Gives the pinned-host allocator's cached blocks back."""
     _C._host_empty_cache()
+
+
+def _record_memory_history(
+    enabled: Optional[str] = "all",
+    context: Optional[str] = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: _device_t = None,
+) -> None:
+    """Records the last `max_entries` allocation, free and segment events of
+    every device (torch.cuda.memory._record_memory_history's names).
+
+    `enabled` None (or False) stops recording; "all" or "state" (or True)
+    records. `context` None records no stacks; any other value records a
+    short native stack per event (the runtime's frames: Python frames are
+    not recorded, whatever `stacks` says). `device` is accepted for
+    compatibility: the history covers every device."""
+    del stacks, device
+    if enabled is None or enabled is False:
+        _C._record_memory_history(0, False)
+        return
+    if enabled is not True and enabled not in ("all", "state"):
+        raise ValueError(f"enabled must be None, 'state' or 'all', not {enabled!r}")
+    if context not in (None, "all", "state", "alloc"):
+        raise ValueError(f"context must be None, 'state', 'alloc' or 'all', not {context!r}")
+    if max_entries <= 0:
+        raise ValueError(f"max_entries must be positive, not {max_entries}")
+    _C._record_memory_history(min(int(max_entries), 2**63 - 1), context is not None)
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Writes _snapshot() to `filename` as a pickle, for
+    `python -m torch.cuda._memory_viz` or `dipu memviz`."""
+    _C._dump_memory_snapshot(os.fspath(filename))
+
+
+def _snapshot(device: _device_t = None) -> Dict[str, Any]:
+    """Every device's segments and blocks, and the recorded events
+    ("segments" and "device_traces", as torch.cuda.memory._snapshot)."""
+    del device
+    fd, path = tempfile.mkstemp(suffix=".pickle")
+    os.close(fd)
+    try:
+        _C._dump_memory_snapshot(path)
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    finally:
+        os.unlink(path)

@@ -1,0 +1,39 @@
+/* The memory history from C: records with stacks, allocates three device
+ * blocks from a named function, frees one, and dumps the snapshot to the
+ * file named by argv[1]; bad arguments give DIPU_STATUS_INVALID_ARGUMENT.
+ * Build with -g -O0 -rdynamic so the frames resolve. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "check.h"
+
+void *alloc_from_gamma(dipu_stream stream, size_t bytes);
+
+__attribute__((noinline)) void *alloc_from_gamma(dipu_stream stream, size_t bytes) {
+  void *p = NULL;
+  CHECK(dipu_malloc(bytes, stream, &p));
+  return p;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: memory_history SNAPSHOT\n");
+    return 2;
+  }
+  EXPECT(dipu_memory_record_history(-1, 0) == DIPU_STATUS_INVALID_ARGUMENT);
+  CHECK(dipu_memory_record_history(1000, 1));
+  dipu_stream stream;
+  CHECK(dipu_stream_from_pool(0, 0, &stream));
+  void *a = alloc_from_gamma(stream, 1000);
+  void *b = alloc_from_gamma(stream, 3 << 20);
+  void *c = alloc_from_gamma(stream, 4096);
+  CHECK(dipu_free(b));
+  EXPECT(dipu_memory_dump_snapshot(NULL) == DIPU_STATUS_INVALID_ARGUMENT);
+  EXPECT(dipu_memory_dump_snapshot("/nonexistent-dir/x.pickle") == DIPU_STATUS_INVALID_ARGUMENT);
+  printf("bad path: %s\n", dipu_last_error_message());
+  CHECK(dipu_memory_dump_snapshot(argv[1]));
+  CHECK(dipu_free(a));
+  CHECK(dipu_free(c));
+  printf("history done\n");
+  return 0;
+}
