@@ -45,6 +45,7 @@ mod snapshot;
 mod source;
 mod stats;
 mod torch;
+mod trace;
 
 use std::ffi::c_void;
 

@@ -67,7 +67,8 @@ impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>> {
         let o = options.resolve()?;
         dipu_memcheck::MemCheck::init_from_env()?;
-        let vendor = loader().load(&o.vendor)?;
+        let mut vendor = loader().load(&o.vendor)?;
+        vendor.api = crate::trace::init(vendor.api)?;
         let ctx = DeviceContext::new(Arc::clone(&vendor.api))
             .map_err(|e| e.context(format_args!("vendor `{}`", vendor.api.name())))?;
         tracing::debug!(
@@ -256,12 +257,18 @@ impl Runtime {
         if ptr.is_null() {
             return Ok(());
         }
-        if CHECK && dipu_memcheck::enabled() {
-            return self.free_raw_checked(alloc, device, ptr);
+        let t0 = if CHECK { crate::trace::start() } else { None };
+        let result = if CHECK && dipu_memcheck::enabled() {
+            self.free_raw_checked(alloc, device, ptr)
+        } else {
+            alloc
+                .free(ptr)
+                .map_err(|e| self.explain_bad_pointer(ptr, Some(device), "free_raw", e))
+        };
+        if let (Some(t0), Ok(())) = (t0, &result) {
+            crate::trace::free(t0, device, ptr);
         }
-        alloc
-            .free(ptr)
-            .map_err(|e| self.explain_bad_pointer(ptr, Some(device), "free_raw", e))
+        result
     }
 
     /// `free_raw` with the memory checker on: the pointer is checked first,
