@@ -1080,6 +1080,47 @@ dipu_status dipu_process_group_world_size(dipu_process_group *group, int32_t *ou
 // `out` must be NULL or valid for writing an int.
 dipu_status dipu_process_group_device(dipu_process_group *group, int32_t *out);
 
+// Starts recording the runtime trace (as DIPU_PROFILE=path does when the
+// runtime is created): vendor calls with host and device times,
+// allocator events, stream and event operations, collectives and host
+// callbacks, kept in a ring of the last DIPU_PROFILE_EVENTS events
+// (default 100000). Events already in the ring are kept.
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_start(void);
+
+// Stops recording; the ring keeps its events for dipu_profiler_dump.
+// Device times of work queued while recording are still collected.
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_stop(void);
+
+// Forgets every recorded event (recording goes on if it was on).
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_clear(void);
+
+// Keeps at most the last `events` events (the oldest are dropped now if
+// more are held), as DIPU_PROFILE_EVENTS does.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for 0. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_set_capacity(size_t events);
+
+// Writes the recorded events to the file `path` (created or replaced) in
+// Chrome's trace event format, which chrome://tracing and Perfetto open,
+// after waiting for the device times still pending. The ring keeps them.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 path or a
+// file that cannot be written (the message says why). Thread-safe; needs
+// no runtime.
+//
+// # Safety
+// `path` must be NULL or a NUL-terminated string.
+dipu_status dipu_profiler_dump(const char *path);
+
+// Stores in `*count` how many events the ring holds now.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `count`. Thread-safe;
+// needs no runtime.
+//
+// # Safety
+// `count` must be NULL or valid for writing a size_t.
+dipu_status dipu_profiler_events(size_t *count);
+
 // The version of this library (e.g. "0.1.0"; equal to DIPU_RUNTIME_VERSION
 // of the header it was built with),
 // a static string. Never NULL; thread-safe; needs no runtime.
