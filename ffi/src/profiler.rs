@@ -84,3 +84,116 @@ pub unsafe extern "C" fn dipu_profiler_events(count: *mut usize) -> dipu_status 
         unsafe { write_out(count, "count", prof::events()) }
     })
 }
+
+/// One recorded event as dipu_profiler_read gives it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub struct dipu_trace_event {
+    /// What happened ("malloc", "allocate", "all_reduce"...); a string
+    /// that stays valid for the rest of the process.
+    pub name: *const c_char,
+    /// Which part of the runtime: "vendor", "device", "allocator",
+    /// "stream", "comm" or "callback"; valid for the rest of the process.
+    pub category: *const c_char,
+    /// 0 a slice, 1 an instant, 2 the start of flow arrow `flow_id`, 3 its end.
+    pub kind: i32,
+    /// The device of a stream track; -1 for a host thread's track.
+    pub device: i32,
+    /// The track: the trace's thread number, or the vendor stream handle.
+    pub track: u64,
+    /// Start, in dipu_profiler_now_ns's clock.
+    pub ts_ns: u64,
+    /// Duration of a slice (0 otherwise).
+    pub dur_ns: u64,
+    /// The flow arrow of kinds 2 and 3 (0 otherwise).
+    pub flow_id: u64,
+}
+
+/// A NUL-terminated copy of `s`, made once per distinct string and kept
+/// for the rest of the process (event names are a small fixed set).
+fn c_name(s: &'static str) -> *const c_char {
+    use std::collections::HashMap;
+    use std::ffi::CString;
+    static NAMES: parking_lot::Mutex<Option<HashMap<&'static str, &'static std::ffi::CStr>>> =
+        parking_lot::Mutex::new(None);
+    let mut names = NAMES.lock();
+    let names = names.get_or_insert_with(HashMap::new);
+    let c = names.entry(s).or_insert_with(|| {
+        let owned = CString::new(s.replace('\0', " ")).unwrap_or_default();
+        Box::leak(owned.into_boxed_c_str())
+    });
+    c.as_ptr()
+}
+
+fn to_c(e: &prof::Event) -> dipu_trace_event {
+    let (kind, dur_ns, flow_id) = match e.phase {
+        prof::Phase::Complete { dur_ns } => (0, dur_ns, 0),
+        prof::Phase::Instant => (1, 0, 0),
+        prof::Phase::FlowStart(id) => (2, 0, id),
+        prof::Phase::FlowEnd(id) => (3, 0, id),
+    };
+    let (device, track) = match e.track {
+        prof::Track::Thread(n) => (-1, u64::from(n)),
+        prof::Track::Stream { device, stream } => (device, stream),
+    };
+    dipu_trace_event {
+        name: c_name(e.name),
+        category: c_name(e.cat.as_str()),
+        kind,
+        device,
+        track,
+        ts_ns: e.ts_ns,
+        dur_ns,
+        flow_id,
+    }
+}
+
+/// Copies up to `capacity` of the recorded events (oldest first, after
+/// waiting for the device times still pending) from the `skip`-th on into
+/// `out`, and stores in `*count` how many it copied. The ring keeps them.
+/// For frameworks that put the runtime's events into their own traces.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `count`, or a NULL
+/// `out` with a `capacity` above 0. Thread-safe; needs no runtime.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing `capacity` elements; `count`
+/// NULL or valid for writing a size_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_profiler_read(
+    skip: usize,
+    out: *mut dipu_trace_event,
+    capacity: usize,
+    count: *mut usize,
+) -> dipu_status {
+    ffi_boundary!("dipu_profiler_read", {
+        crate::status::non_null(count, "count")?;
+        if capacity > 0 {
+            crate::status::non_null(out, "out")?;
+        }
+        let events = prof::snapshot();
+        let mut n = 0;
+        for (i, e) in events.iter().skip(skip).take(capacity).enumerate() {
+            // SAFETY: `i < capacity`, and `out` is valid for `capacity`
+            // elements by the caller's contract.
+            unsafe { out.add(i).write(to_c(e)) };
+            n = i + 1;
+        }
+        // SAFETY: not NULL (checked), valid by the caller's contract.
+        unsafe { write_out(count, "count", n) }
+    })
+}
+
+/// Stores in `*ns` the trace clock's time now (nanoseconds since its
+/// epoch, the first use in the process): the clock of ts_ns.
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `ns`. Thread-safe.
+///
+/// # Safety
+/// `ns` must be NULL or valid for writing a uint64_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_profiler_now_ns(ns: *mut u64) -> dipu_status {
+    ffi_boundary!("dipu_profiler_now_ns", {
+        // SAFETY: NULL or valid for writing by the caller's contract.
+        unsafe { write_out(ns, "ns", prof::now_ns()) }
+    })
+}

@@ -3,6 +3,7 @@
  * allocate + free; checks bad input; dumps the trace to the path. With
  * "exit" as the argument: only allocates and frees, so that DIPU_PROFILE
  * writes the trace at exit. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,6 +50,26 @@ int main(int argc, char **argv) {
   size_t m = 0;
   CHECK(dipu_profiler_events(&m));
   EXPECT(m >= n);
+
+  /* Read back: the allocation is there, by name and category. */
+  dipu_trace_event evs[64];
+  size_t got = 0, allocs = 0;
+  for (size_t skip = 0;; skip += got) {
+    CHECK(dipu_profiler_read(skip, evs, 64, &got));
+    if (got == 0) break;
+    for (size_t i = 0; i < got; i++) {
+      if (strcmp(evs[i].name, "allocate") == 0) {
+        EXPECT(strcmp(evs[i].category, "allocator") == 0);
+        EXPECT(evs[i].kind == 0 && evs[i].device == -1);
+        allocs++;
+      }
+    }
+  }
+  EXPECT(allocs == 1);
+  EXPECT(dipu_profiler_read(0, NULL, 4, &got) == DIPU_STATUS_INVALID_ARGUMENT);
+  uint64_t now = 0;
+  CHECK(dipu_profiler_now_ns(&now));
+  EXPECT(now > evs[0].ts_ns);
 
   CHECK(dipu_profiler_dump(argv[1]));
   CHECK(dipu_profiler_clear());
