@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Once, OnceLock};
 
-use dipu_deviceapi::{Error, Result};
+use dipu_deviceapi::{Error, ErrorKind, Result};
 
 /// The variable naming the file the trace is written to at exit.
 pub const PROFILE_ENV: &str = "DIPU_PROFILE";
@@ -15,16 +15,18 @@ static EXIT_PATH: OnceLock<PathBuf> = OnceLock::new();
 
 /// Reads `DIPU_PROFILE_EVENTS` (the ring's size) and `DIPU_PROFILE` (a
 /// path: start recording now and write the trace there at process exit).
-/// A value that is not a positive number is an `InvalidArgument` error.
+/// A value that is not a positive number is an `InvalidConfig` error.
 /// Calling it again changes nothing once a path was taken.
 pub fn init_from_env() -> Result<()> {
     if let Ok(v) = std::env::var(PROFILE_EVENTS_ENV) {
-        let n: usize = v.trim().parse().map_err(|_| {
-            Error::invalid_argument(format!(
-                "{PROFILE_EVENTS_ENV}={v:?} is not a number of events"
-            ))
+        let n = v.trim().parse::<usize>().ok().filter(|&n| n > 0);
+        let n = n.ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidConfig,
+                format!("{PROFILE_EVENTS_ENV}={v:?}: expected a positive number of events"),
+            )
         })?;
-        crate::set_capacity(n).map_err(|e| e.context(format_args!("{PROFILE_EVENTS_ENV}={v}")))?;
+        crate::set_capacity(n)?;
     }
     match std::env::var_os(PROFILE_ENV) {
         Some(path) if !path.is_empty() => {

@@ -99,6 +99,16 @@ impl Args {
         self
     }
 
+    /// Adds `key: value`, in place of the last argument when all four
+    /// are taken (for what matters more than any other, an error).
+    #[inline]
+    pub fn with_priority(mut self, key: &'static str, value: Arg) -> Args {
+        if (self.len as usize) == MAX_ARGS {
+            self.len -= 1;
+        }
+        self.with(key, value)
+    }
+
     /// Adds an unsigned number.
     #[inline]
     pub fn u64(self, key: &'static str, value: u64) -> Args {
@@ -167,5 +177,9 @@ mod tests {
         assert_eq!(keys, ["a", "b", "c", "d"]);
         assert_eq!(a.get("b"), Some(Arg::I64(-2)));
         assert_eq!(a.get("e"), None);
+        let a = a.with_priority("error", Arg::Str("out of memory"));
+        assert_eq!(a.get("error"), Some(Arg::Str("out of memory")));
+        assert_eq!(a.get("d"), None);
+        assert_eq!(a.iter().count(), 4);
     }
 }

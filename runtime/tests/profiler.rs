@@ -7,6 +7,9 @@ use dipu_runtime::profiler as prof;
 use dipu_runtime::{Algorithm, AllocatorConfig, Runtime, RuntimeOptions};
 use serde_json::Value;
 
+/// The tests share the process's trace and environment: one at a time.
+static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn names(cat: &str) -> Vec<String> {
     let doc: Value = serde_json::from_str(&prof::to_json()).unwrap();
     doc["traceEvents"]
@@ -24,6 +27,7 @@ fn count(v: &[String], name: &str) -> usize {
 
 #[test]
 fn allocator_and_vendor_events_reach_the_trace() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     for conf in ["", "expandable_segments:True"] {
         let opts = RuntimeOptions::default()
             .with_algorithm(Algorithm::Torch)
@@ -64,4 +68,14 @@ fn allocator_and_vendor_events_reach_the_trace() {
         assert_eq!(prof::events(), before);
         prof::clear();
     }
+}
+
+#[test]
+fn a_bad_dipu_profile_events_is_a_config_error() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var("DIPU_PROFILE_EVENTS", "many");
+    let err = Runtime::new(RuntimeOptions::default()).unwrap_err();
+    std::env::remove_var("DIPU_PROFILE_EVENTS");
+    assert_eq!(err.kind(), dipu_runtime::ErrorKind::InvalidConfig);
+    assert!(err.message().contains("DIPU_PROFILE_EVENTS"), "{err}");
 }

@@ -9,7 +9,7 @@ use dipu_deviceapi::{
 };
 
 use super::device::DeviceTimes;
-use crate::{enabled, now_ns, Args, Category, Event, Phase, Track};
+use crate::{enabled, now_ns, Arg, Args, Category, Event, Phase, Track};
 
 /// A vendor whose calls are recorded while the trace is on.
 pub(super) struct Profiled {
@@ -21,7 +21,7 @@ pub(super) struct Profiled {
 fn host_slice<T>(name: &'static str, cat: Category, t0: u64, args: Args, result: &Result<T>) {
     let args = match result {
         Ok(_) => args,
-        Err(e) => args.str("error", e.kind().as_str()),
+        Err(e) => args.with_priority("error", Arg::Str(e.kind().as_str())),
     };
     crate::complete(name, cat, Track::current_thread(), t0, now_ns() - t0, args);
 }
