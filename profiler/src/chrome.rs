@@ -57,7 +57,7 @@ pub fn write_to(w: &mut impl Write) -> io::Result<usize> {
     let mut devices = BTreeSet::new();
     for key in &tracks {
         let (pid, tid, name) = match *key {
-            (0, n, _) => (host_pid, n as i64, thread_name(n as u32)),
+            (0, n, _) => (host_pid, n, thread_name(n as u32)),
             (1, d, s) => {
                 devices.insert(d);
                 (device_pid(d as i32), s as i64, stream_name(d as i32, s))
