@@ -8,6 +8,9 @@ use dipu_deviceapi::CopyKind;
 use dipu_vendor_host::HostVendor;
 use serde_json::Value;
 
+/// The tests share the process's trace: one at a time.
+static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn events() -> Vec<Value> {
     let doc: Value = serde_json::from_str(&dipu_profiler::to_json()).unwrap();
     doc["traceEvents"].as_array().unwrap().clone()
@@ -21,6 +24,7 @@ fn named<'a>(evs: &'a [Value], name: &str, cat: &str) -> Vec<&'a Value> {
 
 #[test]
 fn records_host_and_device_times_flows_and_callbacks() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let api = dipu_profiler::wrap(Arc::new(HostVendor::from_env().unwrap()));
     // Off: calls go through and nothing is kept.
     dipu_profiler::clear();
@@ -99,6 +103,50 @@ fn records_host_and_device_times_flows_and_callbacks() {
         api.event_destroy(ev).unwrap();
         api.stream_destroy(s1).unwrap();
         api.stream_destroy(s2).unwrap();
+    }
+    dipu_profiler::clear();
+}
+
+#[test]
+fn collectives_are_timed_on_their_stream() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let api = dipu_profiler::wrap(Arc::new(HostVendor::from_env().unwrap()));
+    let id = api.comm_get_unique_id().unwrap();
+    let comm = api.comm_init_rank(1, &id, 0).unwrap();
+    let s = api.stream_create(0).unwrap();
+    let buf = api.malloc(16).unwrap();
+    dipu_profiler::clear();
+    dipu_profiler::start();
+    // SAFETY: `buf` holds 16 bytes (4 f32) of this vendor; comm and
+    // stream are live.
+    unsafe {
+        api.all_reduce(
+            buf,
+            buf,
+            4,
+            dipu_deviceapi::DataType::F32,
+            dipu_deviceapi::ReduceOp::Sum,
+            comm,
+            s,
+        )
+        .unwrap();
+        api.stream_synchronize(s).unwrap();
+    }
+    dipu_profiler::stop();
+    let evs = events();
+    let ar = named(&evs, "all_reduce", "comm");
+    let pid = i64::from(std::process::id());
+    // Queued (host) and run (device, on the stream's track).
+    assert!(ar.iter().any(|e| e["pid"] == pid), "{ar:?}");
+    let dev: Vec<_> = ar.iter().filter(|e| e["pid"] != pid).collect();
+    assert_eq!(dev.len(), 1, "{ar:?}");
+    assert_eq!(dev[0]["tid"], s.as_raw());
+    assert_eq!(dev[0]["args"]["bytes"], 16);
+    // SAFETY: our own live allocation, communicator and stream.
+    unsafe {
+        api.free(buf).unwrap();
+        api.comm_destroy(comm).unwrap();
+        api.stream_destroy(s).unwrap();
     }
     dipu_profiler::clear();
 }
