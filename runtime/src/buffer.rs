@@ -48,13 +48,12 @@ impl Runtime {
     #[inline(always)]
     fn allocate_with<const CHECK: bool>(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
         self.check_stream(&stream, "allocate")?;
-        let t0 = if CHECK { crate::trace::start() } else { None };
         let alloc = self
             .allocators
             .get(stream.device())?
             .allocate(bytes, stream)?;
-        if let Some(t0) = t0 {
-            crate::trace::allocate(t0, &alloc);
+        if CHECK && dipu_profiler::enabled() {
+            crate::trace::allocate(&alloc);
         }
         if CHECK && dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(

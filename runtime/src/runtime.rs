@@ -257,18 +257,15 @@ impl Runtime {
         if ptr.is_null() {
             return Ok(());
         }
-        let t0 = if CHECK { crate::trace::start() } else { None };
-        let result = if CHECK && dipu_memcheck::enabled() {
-            self.free_raw_checked(alloc, device, ptr)
-        } else {
-            alloc
-                .free(ptr)
-                .map_err(|e| self.explain_bad_pointer(ptr, Some(device), "free_raw", e))
-        };
-        if let (Some(t0), Ok(())) = (t0, &result) {
-            crate::trace::free(t0, device, ptr);
+        if CHECK && dipu_profiler::enabled() {
+            crate::trace::free(device, ptr);
         }
-        result
+        if CHECK && dipu_memcheck::enabled() {
+            return self.free_raw_checked(alloc, device, ptr);
+        }
+        alloc
+            .free(ptr)
+            .map_err(|e| self.explain_bad_pointer(ptr, Some(device), "free_raw", e))
     }
 
     /// `free_raw` with the memory checker on: the pointer is checked first,

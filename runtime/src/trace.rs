@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use dipu_allocator::Allocation;
 use dipu_deviceapi::{DeviceApi, Result};
-use dipu_profiler::{self as prof, Args, Category, Track};
+use dipu_profiler::{self as prof, Args, Category};
 
 /// Reads `DIPU_PROFILE` and `DIPU_PROFILE_EVENTS`, and returns `api`
 /// decorated so that its calls can be recorded.
@@ -16,48 +16,23 @@ pub(crate) fn init(api: Arc<dyn DeviceApi>) -> Result<Arc<dyn DeviceApi>> {
     Ok(prof::wrap(api))
 }
 
-/// The start of an allocator call, taken only while the trace records.
-#[inline(always)]
-pub(crate) fn start() -> Option<u64> {
-    if prof::enabled() {
-        Some(prof::now_ns())
-    } else {
-        None
-    }
-}
-
-/// `a` was allocated by a call that started at `t0`.
+/// `a` was just allocated: an instant event.
 #[cold]
-pub(crate) fn allocate(t0: u64, a: &Allocation) {
+pub(crate) fn allocate(a: &Allocation) {
     let args = Args::new()
         .u64("bytes", a.size as u64)
         .hex("ptr", a.ptr as u64)
         .i64("device", a.device.into())
         .hex("stream", a.stream.raw().as_raw());
-    let dur = prof::now_ns() - t0;
-    prof::complete(
-        "allocate",
-        Category::Allocator,
-        Track::current_thread(),
-        t0,
-        dur,
-        args,
-    );
+    prof::instant("allocate", Category::Allocator, args);
 }
 
-/// `ptr` on `device` was freed by a call that started at `t0`.
+/// `ptr` on `device` is about to be freed: an instant event (a bad
+/// pointer's free is recorded too, and then fails).
 #[cold]
-pub(crate) fn free(t0: u64, device: i32, ptr: *mut std::ffi::c_void) {
+pub(crate) fn free(device: i32, ptr: *mut std::ffi::c_void) {
     let args = Args::new()
         .hex("ptr", ptr as u64)
         .i64("device", device.into());
-    let dur = prof::now_ns() - t0;
-    prof::complete(
-        "free",
-        Category::Allocator,
-        Track::current_thread(),
-        t0,
-        dur,
-        args,
-    );
+    prof::instant("free", Category::Allocator, args);
 }

@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < got; i++) {
       if (strcmp(evs[i].name, "allocate") == 0) {
         EXPECT(strcmp(evs[i].category, "allocator") == 0);
-        EXPECT(evs[i].kind == 0 && evs[i].device == -1);
+        EXPECT(evs[i].kind == 1 && evs[i].device == -1);
         allocs++;
       }
     }
