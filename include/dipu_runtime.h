@@ -192,6 +192,28 @@ typedef struct {
   size_t size;
 } dipu_pointer_attributes;
 
+// One recorded event as dipu_profiler_read gives it.
+typedef struct {
+  // What happened ("malloc", "allocate", "all_reduce"...); a string
+  // that stays valid for the rest of the process.
+  const char *name;
+  // Which part of the runtime: "vendor", "device", "allocator",
+  // "stream", "comm" or "callback"; valid for the rest of the process.
+  const char *category;
+  // 0 a slice, 1 an instant, 2 the start of flow arrow `flow_id`, 3 its end.
+  int32_t kind;
+  // The device of a stream track; -1 for a host thread's track.
+  int32_t device;
+  // The track: the trace's thread number, or the vendor stream handle.
+  uint64_t track;
+  // Start, in dipu_profiler_now_ns's clock.
+  uint64_t ts_ns;
+  // Duration of a slice (0 otherwise).
+  uint64_t dur_ns;
+  // The flow arrow of kinds 2 and 3 (0 otherwise).
+  uint64_t flow_id;
+} dipu_trace_event;
+
 // How `dipu_init` builds the runtime. Every NULL field is read from its
 // environment variable (`DIPU_VENDOR`, `DIPU_DEVICE_MEMCACHING_ALGORITHM`,
 // `DIPU_ALLOC_CONF`, `DIPU_HOST_MEMCACHING_ALGORITHM`); zero-initialise the
@@ -1100,6 +1122,67 @@ dipu_status dipu_process_group_world_size(dipu_process_group *group, int32_t *ou
 // # Safety
 // `out` must be NULL or valid for writing an int.
 dipu_status dipu_process_group_device(dipu_process_group *group, int32_t *out);
+
+// Starts recording the runtime trace (as DIPU_PROFILE=path does when the
+// runtime is created): vendor calls with host and device times,
+// allocator events, stream and event operations, collectives and host
+// callbacks, kept in a ring of the last DIPU_PROFILE_EVENTS events
+// (default 100000). Events already in the ring are kept.
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_start(void);
+
+// Stops recording; the ring keeps its events for dipu_profiler_dump.
+// Device times of work queued while recording are still collected.
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_stop(void);
+
+// Forgets every recorded event (recording goes on if it was on).
+// Errors: none besides DIPU_STATUS_INTERNAL. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_clear(void);
+
+// Keeps at most the last `events` events (the oldest are dropped now if
+// more are held), as DIPU_PROFILE_EVENTS does.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for 0. Thread-safe; needs no runtime.
+dipu_status dipu_profiler_set_capacity(size_t events);
+
+// Writes the recorded events to the file `path` (created or replaced) in
+// Chrome's trace event format, which chrome://tracing and Perfetto open,
+// after waiting for the device times still pending. The ring keeps them.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 path or a
+// file that cannot be written (the message says why). Thread-safe; needs
+// no runtime.
+//
+// # Safety
+// `path` must be NULL or a NUL-terminated string.
+dipu_status dipu_profiler_dump(const char *path);
+
+// Stores in `*count` how many events the ring holds now.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `count`. Thread-safe;
+// needs no runtime.
+//
+// # Safety
+// `count` must be NULL or valid for writing a size_t.
+dipu_status dipu_profiler_events(size_t *count);
+
+// Copies up to `capacity` of the recorded events (oldest first, after
+// waiting for the device times still pending) from the `skip`-th on into
+// `out`, and stores in `*count` how many it copied. The ring keeps them.
+// For frameworks that put the runtime's events into their own traces.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `count`, or a NULL
+// `out` with a `capacity` above 0. Thread-safe; needs no runtime.
+//
+// # Safety
+// `out` must be NULL or valid for writing `capacity` elements; `count`
+// NULL or valid for writing a size_t.
+dipu_status dipu_profiler_read(size_t skip, dipu_trace_event *out, size_t capacity, size_t *count);
+
+// Stores in `*ns` the trace clock's time now (nanoseconds since its
+// epoch, the first use in the process): the clock of ts_ns.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `ns`. Thread-safe.
+//
+// # Safety
+// `ns` must be NULL or valid for writing a uint64_t.
+dipu_status dipu_profiler_now_ns(uint64_t *ns);
 
 // The version of this library (e.g. "0.1.0"; equal to DIPU_RUNTIME_VERSION
 // of the header it was built with),

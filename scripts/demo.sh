@@ -25,7 +25,7 @@ wait "$rank0"
 echo
 echo "PyTorch on dipu (adapters/torch_dipu, built against .venv-torch):"
 ./scripts/torch-env.sh >/dev/null
-python=$(DIPU_PROFILE=release ./adapters/torch_dipu/build.sh)
+python=$(DIPU_BUILD_PROFILE=release ./adapters/torch_dipu/build.sh)
 PYTHONPATH=adapters/torch_dipu "$python" - <<'PY'
 import torch, torch_dipu
 x = torch.ones(4, device="dipu") + 1

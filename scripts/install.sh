@@ -7,7 +7,7 @@
 #
 # Usage: scripts/install.sh PREFIX
 # Environment:
-#   DIPU_PROFILE   cargo profile to build and install (default: release;
+#   DIPU_BUILD_PROFILE   cargo profile to build and install (default: release;
 #                  "dev" installs target/debug)
 #   DIPU_NO_BUILD  set to 1 to install already built files without running
 #                  cargo (the tests do this: cargo test holds the build lock)
@@ -22,7 +22,7 @@ if [ $# -ne 1 ]; then
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prefix="$1"
-profile="${DIPU_PROFILE:-release}"
+profile="${DIPU_BUILD_PROFILE:-release}"
 case "$profile" in
   dev | debug) profile=dev; outdir=debug ;;
   *) outdir="$profile" ;;

@@ -56,7 +56,7 @@ cargo test --workspace --locked
 
 step "C API: scripts/install.sh into a scratch prefix, build and run the example with pkg-config"
 tmp="$(mktemp -d)"
-DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp"
+DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp"
 cc -std=c11 -Wall -Wextra -Werror ffi/tests/c/example.c \
   $(PKG_CONFIG_PATH="$tmp/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
   -Wl,-rpath,"$tmp/lib" -o "$tmp/example"
@@ -113,7 +113,7 @@ on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_TEST_EX
 # The C ABI on CUDA: the C test programs of one process (allreduce.c needs
 # two processes, which the fake NCCL, ranks as threads, does not join).
 ctmp="$(mktemp -d)"
-DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$ctmp" >/dev/null
+DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$ctmp" >/dev/null
 for prog in example roundtrip threads; do
   cc -std=c11 -Wall -Wextra -Werror -pthread -Iffi/tests/c "ffi/tests/c/$prog.c" \
     $(PKG_CONFIG_PATH="$ctmp/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
@@ -132,7 +132,7 @@ NEUWARE_HOME="$neuware" ./target/debug/dipu selftest --vendor cambricon | tail -
 NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" DIPU_TEST_EXPECT_VENDOR=cambricon \
   cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
 tmp="$(mktemp -d)"
-DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp" >/dev/null
+DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp" >/dev/null
 for prog in example threads; do
   cc -std=c11 -Wall -Wextra -Werror -pthread -I ffi/tests/c "ffi/tests/c/$prog.c" \
     $(PKG_CONFIG_PATH="$tmp/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
@@ -149,7 +149,7 @@ rm -rf "$tmp"
 cargo test --locked -p dipu-vendor-cambricon --lib published -- --ignored
 step "Ascend on the fake CANN (dipu-fake-ascend, new and old-CANN builds): selftest, every allocator algorithm and expandable segments, the process group on 2 and 4 ranks, the C API; then no CANN at all"
 cann="$(mktemp -d)"
-DIPU_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$cann/prefix" >/dev/null
+DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$cann/prefix" >/dev/null
 for program in example roundtrip threads leaks; do
   cc -std=c11 -Wall -Wextra -Werror -pthread -I ffi/tests/c "ffi/tests/c/$program.c" \
     $(PKG_CONFIG_PATH="$cann/prefix/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \

@@ -3,7 +3,7 @@ torch.empty + del at 4 KiB and 16 MiB, a fallback op (mul of 1024
 floats) and a training step of tests/test_training.py's CNN.
 
 Run: PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python adapters/torch_dipu/bench.py
-(after DIPU_PROFILE=release adapters/torch_dipu/build.sh: the dev
+(after DIPU_BUILD_PROFILE=release adapters/torch_dipu/build.sh: the dev
 runtime is unoptimised). Prints one line per benchmark:
 median time per call on dipu and on the CPU, and dipu/CPU.
 """

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Builds the torch_dipu adapter in place: libdipu_runtime.so from the
-# workspace (cargo, dev profile unless DIPU_PROFILE says otherwise) copied
+# workspace (cargo, dev profile unless DIPU_BUILD_PROFILE says otherwise) copied
 # into the package, then the C++ extension torch_dipu._C against the torch
 # of .venv-torch (scripts/torch-env.sh installs it), with ninja and
 # MAX_JOBS=2 (override with MAX_JOBS). Prints the python to run it with;
 # put adapters/torch_dipu on PYTHONPATH (or cd there) to `import torch_dipu`.
 #
 # Environment: DIPU_TORCH_PYTHON (default <repo>/.venv-torch/bin/python),
-# DIPU_PROFILE (dev or release), DIPU_NO_BUILD=1 to skip cargo.
+# DIPU_BUILD_PROFILE (dev or release), DIPU_NO_BUILD=1 to skip cargo.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 python=${DIPU_TORCH_PYTHON:-$repo/.venv-torch/bin/python}
-profile=${DIPU_PROFILE:-dev}
+profile=${DIPU_BUILD_PROFILE:-dev}
 dir=debug
 [ "$profile" = dev ] || dir=$profile
 if [ ! -x "$python" ]; then

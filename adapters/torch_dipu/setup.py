@@ -9,11 +9,14 @@ $ORIGIN rpath, so a process has one runtime, shared with any C user.
 import glob
 import os
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 here = os.path.dirname(os.path.abspath(__file__))
 include = os.path.normpath(os.path.join(here, "..", "..", "include"))
+# kineto's headers, for the PrivateUse1 child profiler (csrc/kineto.cpp).
+kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
 
 setup(
     name="torch_dipu",
@@ -23,7 +26,7 @@ setup(
         CppExtension(
             "torch_dipu._C",
             sorted(glob.glob(os.path.join("csrc", "*.cpp"))),
-            include_dirs=[include, os.path.join(here, "csrc")],
+            include_dirs=[include, os.path.join(here, "csrc"), kineto],
             library_dirs=[os.path.join(here, "torch_dipu")],
             libraries=["dipu_runtime"],
             extra_compile_args=["-std=c++20", "-O1", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-g0"],

@@ -416,10 +416,12 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
     }
 
     fn empty_cache(&self) -> Result<()> {
+        let t0 = crate::trace::start();
         let mut st = self.state.lock();
         st.process_pending(false)?;
         st.release_cached_segments(None)?;
         let reserved = st.stats.reserved_bytes.current;
+        crate::trace::empty_cache(t0, self.device, reserved);
         if let Some(exp) = st.expandable.as_mut() {
             // Memory given back stays given back: growing again unmaps
             // free granules from here on.

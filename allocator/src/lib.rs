@@ -47,6 +47,7 @@ mod source;
 mod stats;
 mod thread;
 mod torch;
+mod trace;
 
 use std::ffi::c_void;
 

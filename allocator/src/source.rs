@@ -72,11 +72,13 @@ impl Source {
     /// Allocates `bytes` from the vendor if `reserved + bytes` stays within the limit.
     pub(crate) fn malloc(&self, bytes: usize, reserved: u64) -> Result<*mut c_void> {
         self.check_limit(bytes as u64, reserved)?;
+        let t0 = crate::trace::start();
         let ptr = {
             let _guard = DeviceGuard::new(self.ctx, self.device)?;
             self.ctx.api().malloc(bytes)?
         };
         self.register(ptr as usize, bytes);
+        crate::trace::segment_created(t0, self.device, ptr as usize, bytes);
         Ok(ptr)
     }
 
@@ -99,10 +101,13 @@ impl Source {
     /// Gives a segment back to the vendor.
     pub(crate) fn free(&self, addr: usize) -> Result<()> {
         self.unregister(addr);
+        let t0 = crate::trace::start();
         let _guard = DeviceGuard::new(self.ctx, self.device)?;
         // SAFETY: `addr` is the start of a segment this source allocated and
         // nothing in the allocator refers to it any more.
-        unsafe { self.ctx.api().free(addr as *mut c_void) }
+        let result = unsafe { self.ctx.api().free(addr as *mut c_void) };
+        crate::trace::segment_returned(t0, self.device, addr);
+        result
     }
 
     /// The vendor's free memory on the device, if it can say.

@@ -573,3 +573,64 @@ print("sizes_add_up", all(sum(b["size"] for b in s["blocks"]) == s["total_size"]
     }
     assert!(!text.contains("segment_allocs 0"), "{text}");
 }
+
+/// Runs `tests/c/profiler.c` with `arg` and `env`; returns its output.
+fn run_profiler(dir: &Path, arg: &str, env: &[(&str, &Path)]) -> Output {
+    let exe = build_with(dir, "gcc", "c11", "profiler.c", &[]);
+    let mut cmd = Command::new(&exe);
+    cmd.env_remove("DIPU_VENDOR")
+        .env_remove("DIPU_PROFILE")
+        .arg(arg);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run profiler.c");
+    assert_ok(&out, "profiler.c");
+    out
+}
+
+/// The names of a trace file's events of category `cat`.
+fn trace_names(path: &Path, cat: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(path).expect("the trace file");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("the trace is JSON");
+    doc["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["cat"] == cat)
+        .map(|e| e["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn profiler_dumps_a_chrome_trace_from_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.json");
+    let out = run_profiler(dir.path(), path.to_str().unwrap(), &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("profiler done"));
+    let vendor = trace_names(&path, "vendor");
+    assert!(vendor.iter().any(|n| n == "memcpy_async"), "{vendor:?}");
+    let alloc = trace_names(&path, "allocator");
+    assert!(alloc.iter().any(|n| n == "allocate"), "{alloc:?}");
+    assert!(alloc.iter().any(|n| n == "free"), "{alloc:?}");
+    let stream = trace_names(&path, "stream");
+    // The record's flow start and the wait's flow end.
+    assert!(
+        stream.iter().filter(|n| *n == "event").count() >= 2,
+        "{stream:?}"
+    );
+}
+
+#[test]
+fn dipu_profile_writes_the_trace_at_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exit.json");
+    let out = run_profiler(dir.path(), "exit", &[("DIPU_PROFILE", &path)]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("profiler exit done"));
+    let alloc = trace_names(&path, "allocator");
+    assert_eq!(
+        alloc.iter().filter(|n| *n == "allocate").count(),
+        1,
+        "{alloc:?}"
+    );
+}

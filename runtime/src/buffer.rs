@@ -97,6 +97,9 @@ impl Runtime {
             .allocators
             .get(stream.device())?
             .allocate(bytes, stream)?;
+        if CHECK && dipu_profiler::enabled() {
+            crate::trace::allocate(&alloc);
+        }
         if CHECK && dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(
                 alloc.ptr as usize,

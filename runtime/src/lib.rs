@@ -35,6 +35,7 @@ mod live;
 mod options;
 mod report;
 mod runtime;
+mod trace;
 
 pub use buffer::{DeviceBuffer, HostBuffer};
 pub use global::{get, init, is_initialized, shutdown, with, with_current};
@@ -45,6 +46,8 @@ pub use runtime::{loader, Runtime};
 
 /// The memory checker (`DIPU_MEM_CHECK`).
 pub use dipu_memcheck as memcheck;
+/// The runtime trace (`DIPU_PROFILE`).
+pub use dipu_profiler as profiler;
 
 pub use dipu_allocator::{
     Algorithm, AllocatorConfig, DeviceAllocator, DeviceAllocators, DeviceStats, HostAlgorithm,

@@ -72,7 +72,8 @@ impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>> {
         let o = options.resolve()?;
         dipu_memcheck::MemCheck::init_from_env()?;
-        let vendor = loader().load(&o.vendor)?;
+        let mut vendor = loader().load(&o.vendor)?;
+        vendor.api = crate::trace::init(vendor.api)?;
         let ctx = DeviceContext::new(Arc::clone(&vendor.api))
             .map_err(|e| e.context(format_args!("vendor `{}`", vendor.api.name())))?;
         tracing::debug!(
@@ -269,6 +270,9 @@ impl Runtime {
         let alloc = self.allocators.get(device)?;
         if ptr.is_null() {
             return Ok(());
+        }
+        if CHECK && dipu_profiler::enabled() {
+            crate::trace::free(device, ptr);
         }
         if CHECK && dipu_memcheck::enabled() {
             return self.free_raw_checked(alloc, device, ptr);

@@ -104,6 +104,8 @@ int32_t stream_priority(int32_t device, int64_t id) {
 namespace torch_dipu {
 // torch_dipu._C._dicl_create (dicl_python.cpp).
 void init_dicl(pybind11::module_& m);
+// torch_dipu._C._profiler_* (kineto.cpp).
+void init_profiler(pybind11::module_& m);
 }  // namespace torch_dipu
 
 PYBIND11_MODULE(_C, m) {
@@ -111,6 +113,7 @@ PYBIND11_MODULE(_C, m) {
   pthread_atfork(nullptr, nullptr, &on_fork_child);
   m.doc() = "torch_dipu's bindings to the dipu-rs runtime";
   init_dicl(m);
+  init_profiler(m);
   m.def("_device_count", torch::wrap_pybind_function([] { return device_count(); }));
   m.def("_vendor_name", torch::wrap_pybind_function(vendor_name));
   m.def("_version", [] { return std::string(dipu_version()); });

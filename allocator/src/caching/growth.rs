@@ -17,8 +17,10 @@ impl<P: Policy> State<P> {
             // Counted from what is mapped before and after, so a vendor
             // error part-way still leaves the statistics true.
             let before = exp.mapped_total();
+            let t0 = crate::trace::start();
             let result = exp.unmap_free(&self.arena, want);
             let bytes = before - exp.mapped_total();
+            crate::trace::granules(t0, self.source.device, false, bytes);
             self.stats.reserved_bytes.decrease(bytes as u64);
             self.stats.num_device_free += (bytes / exp.vm.granularity) as u64;
             result?;
@@ -65,6 +67,7 @@ impl<P: Policy> State<P> {
         loop {
             let exp = self.expandable.as_mut().expect("checked above");
             let before = exp.mapped_total();
+            let t0 = crate::trace::start();
             let seg = exp.by_stream.get_mut(&stream).expect("checked above");
             let mapped = self
                 .source
@@ -72,6 +75,7 @@ impl<P: Policy> State<P> {
                 .and_then(|()| vm.map_range(seg, addr, size));
             // Counted from what is mapped, even after a failure part-way.
             let bytes = exp.mapped_total() - before;
+            crate::trace::granules(t0, self.source.device, true, bytes);
             self.stats.reserved_bytes.increase(bytes as u64);
             self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
             exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
@@ -82,6 +86,7 @@ impl<P: Policy> State<P> {
                 }
                 Err(e) if e.kind() == ErrorKind::OutOfMemory && !retried => {
                     retried = true;
+                    crate::trace::oom_retry(self.source.device, size);
                     self.release_cached_segments(None)?;
                     self.process_pending(true)?;
                     self.stats.num_sync_all_streams += 1;
@@ -89,6 +94,7 @@ impl<P: Policy> State<P> {
                 }
                 Err(e) if e.kind() == ErrorKind::OutOfMemory => {
                     self.stats.num_ooms += 1;
+                    crate::trace::oom(self.source.device, size);
                     return Err(self.oom_error(size, size, &e));
                 }
                 Err(e) => return Err(e),
@@ -208,6 +214,7 @@ impl<P: Policy> State<P> {
         let ptr = match first {
             Ok(ptr) => ptr,
             Err(e) if e.kind() == ErrorKind::OutOfMemory => {
+                crate::trace::oom_retry(self.source.device, seg);
                 self.release_cached_segments(None)?;
                 self.process_pending(true)?;
                 self.stats.num_sync_all_streams += 1;
@@ -219,6 +226,7 @@ impl<P: Policy> State<P> {
                     }
                     Err(e) if e.kind() == ErrorKind::OutOfMemory => {
                         self.stats.num_ooms += 1;
+                        crate::trace::oom(self.source.device, requested);
                         return Err(self.oom_error(requested, seg, &e));
                     }
                     Err(e) => return Err(e),

@@ -6,6 +6,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from . import profiler  # noqa: F401  (torch.dipu.profiler)
 from .memory import (  # noqa: F401
     empty_cache,
     host_empty_cache,
