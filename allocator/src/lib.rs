@@ -135,7 +135,8 @@ pub trait DeviceAllocator: Send + Sync {
     /// This allocator's key in thread caches when it keeps them (`BF`
     /// and `BS`), so that [`DeviceAllocators::allocate_cached`] and
     /// [`DeviceAllocators::free_cached`] can reach them directly; `None`
-    /// otherwise (and for wrapped allocators, which keep the full path).
+    /// otherwise (and for wrapped allocators that must see every call, which
+    /// keep the full path).
     fn thread_cache_key(&self) -> Option<u64> {
         None
     }

@@ -35,11 +35,11 @@ impl Runtime {
     /// The hit path of [`Runtime::allocate_raw`]: a block this thread's
     /// allocator cache holds for exactly `bytes` on `stream`, now allocated;
     /// `None` when the full path must run (no such block, the memory
-    /// checker on, an allocator without thread caches, a stream of another
+    /// checker, the trace or the memory history on, an allocator without thread caches, a stream of another
     /// runtime). What `dipu_malloc` tries first: no lock, no dynamic call.
     #[inline]
     pub fn allocate_cached(&self, bytes: usize, stream: Stream) -> Option<*mut c_void> {
-        if dipu_memcheck::enabled() {
+        if self.observed() {
             return None;
         }
         self.allocators.allocate_cached(bytes, stream)
@@ -54,7 +54,7 @@ impl Runtime {
         bytes: usize,
         stream: Stream,
     ) -> Option<*mut c_void> {
-        if dipu_memcheck::enabled() {
+        if self.observed() {
             return None;
         }
         self.allocators.allocate_cached_in(ts, bytes, stream)
@@ -67,14 +67,22 @@ impl Runtime {
     /// `dipu_free` tries first.
     #[inline]
     pub fn free_cached(&self, ptr: *mut c_void) -> bool {
-        !dipu_memcheck::enabled() && self.allocators.free_cached(ptr)
+        !self.observed() && self.allocators.free_cached(ptr)
     }
 
     /// [`Runtime::free_cached`] with this thread's allocation-path state at
     /// hand (from [`crate::with_current`]).
     #[inline]
     pub fn free_cached_in(&self, ts: &ThreadState, ptr: *mut c_void) -> bool {
-        !dipu_memcheck::enabled() && self.allocators.free_cached_in(ts, ptr)
+        !self.observed() && self.allocators.free_cached_in(ts, ptr)
+    }
+
+    /// Whether something must see every allocate and free (the memory
+    /// checker, the runtime trace or the memory history), so that the hit
+    /// paths, which bypass them, step aside.
+    #[inline(always)]
+    fn observed(&self) -> bool {
+        dipu_memcheck::enabled() || dipu_profiler::enabled() || self.history.max_entries() > 0
     }
 
     /// [`Runtime::allocate_raw`] with the memory checker's branch compiled

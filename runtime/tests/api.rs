@@ -356,3 +356,32 @@ fn hit_path_blocks_keep_every_check() {
     assert!(rt.release_and_report().is_clean());
     assert!(other.release_and_report().is_clean());
 }
+
+/// While the memory history records, the hit paths step aside (they would
+/// bypass its wrapper): every allocate and free of `dipu_malloc`'s pattern
+/// reaches the history, and the hit paths serve again once it stops.
+#[test]
+fn hit_paths_step_aside_while_the_memory_history_records() {
+    use dipu_allocator::history::Action;
+    let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
+    let s0 = rt.context().stream_from_pool(0, false).unwrap();
+    let p = rt.allocate_raw(256, s0).unwrap();
+    assert!(rt.free_cached(p), "history off: the hit path serves");
+    rt.record_memory_history(100, false);
+    assert_eq!(rt.allocate_cached(256, s0), None, "history on");
+    let q = rt.allocate_raw(256, s0).unwrap();
+    assert!(!rt.free_cached(q), "history on");
+    rt.free_raw(0, q).unwrap();
+    let snap = rt.memory_snapshot();
+    let actions: Vec<Action> = snap.device_traces[0]
+        .iter()
+        .filter(|e| e.size == 256)
+        .map(|e| e.action)
+        .collect();
+    assert!(actions.contains(&Action::Alloc), "{actions:?}");
+    assert!(actions.contains(&Action::FreeRequested), "{actions:?}");
+    rt.record_memory_history(0, false);
+    let r = rt.allocate_raw(256, s0).unwrap();
+    assert!(rt.free_cached(r), "history off again");
+    assert!(rt.allocate_cached(256, s0).is_some());
+}

@@ -70,6 +70,30 @@ fn allocator_and_vendor_events_reach_the_trace() {
     }
 }
 
+/// While the trace records, `dipu_malloc`'s hit paths step aside (they
+/// would bypass its hooks), so every allocate and free is in the trace.
+#[test]
+fn hit_paths_step_aside_while_the_trace_records() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
+    let stream = rt.context().stream_from_pool(0, false).unwrap();
+    let p = rt.allocate_raw(256, stream).unwrap();
+    assert!(rt.free_cached(p), "trace off: the hit path serves");
+    prof::clear();
+    prof::start();
+    assert_eq!(rt.allocate_cached(256, stream), None, "trace on");
+    let q = rt.allocate_raw(256, stream).unwrap();
+    assert!(!rt.free_cached(q), "trace on");
+    rt.free_raw(0, q).unwrap();
+    prof::stop();
+    let alloc = names("allocator");
+    assert_eq!(count(&alloc, "allocate"), 1, "{alloc:?}");
+    assert_eq!(count(&alloc, "free"), 1, "{alloc:?}");
+    prof::clear();
+    let r = rt.allocate_raw(256, stream).unwrap();
+    assert!(rt.free_cached(r), "trace off again");
+}
+
 #[test]
 fn a_bad_dipu_profile_events_is_a_config_error() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());

@@ -45,6 +45,13 @@ impl DeviceAllocator for Traced {
         self.inner.algorithm()
     }
 
+    /// The wrapped allocator's: its hit paths bypass this wrapper, so the
+    /// runtime takes them only while the history is off
+    /// (`History::max_entries` is 0).
+    fn thread_cache_key(&self) -> Option<u64> {
+        self.inner.thread_cache_key()
+    }
+
     #[inline]
     fn allocate(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
         let result = self.inner.allocate(bytes, stream);
