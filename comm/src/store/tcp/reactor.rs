@@ -7,7 +7,7 @@
 use std::io::{self, Read};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -28,6 +28,9 @@ const CHUNK: usize = 64 * 1024;
 const TURN: usize = 1024 * 1024;
 /// How often accepting is retried while the process is out of descriptors.
 const STARVED_RETRY: Duration = Duration::from_millis(50);
+/// Running out of descriptors again within this long of the last time is
+/// the same burst, and is not logged again.
+const BURST_GAP: Duration = Duration::from_secs(10);
 
 /// The loop's state.
 pub(super) struct Reactor {
@@ -41,8 +44,11 @@ pub(super) struct Reactor {
     replies: Replies,
     /// Clients whose turn ended with input left in the socket.
     again: Vec<Token>,
-    /// Accepting failed for want of descriptors (logged once per burst).
+    /// Accepting failed for want of descriptors.
     starved: bool,
+    /// When accepting last failed for want of descriptors (a burst is
+    /// logged once: failures less than `BURST_GAP` apart are one burst).
+    last_starved: Option<Instant>,
 }
 
 impl Reactor {
@@ -64,6 +70,7 @@ impl Reactor {
             replies: Vec::new(),
             again: Vec::new(),
             starved: false,
+            last_starved: None,
         })
     }
 
@@ -138,7 +145,12 @@ impl Reactor {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_out_of_descriptors(&e) => {
-                    if !self.starved {
+                    let now = Instant::now();
+                    let new_burst = self
+                        .last_starved
+                        .is_none_or(|t| now.duration_since(t) >= BURST_GAP);
+                    self.last_starved = Some(now);
+                    if new_burst {
                         tracing::warn!(
                             clients = self.sessions.len(),
                             "TCPStore server: cannot accept more clients ({e}); new ones wait \
