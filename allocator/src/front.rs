@@ -63,7 +63,8 @@ pub(crate) struct Counters {
 }
 
 /// Puts `value` in `slot`, which is empty (owner side: the device only
-/// ever empties a slot, so the owner's fill is the slot's only other write).
+/// ever empties a slot, and only the owner fills one). A store in real
+/// builds (a swap would cost the hit pair, docs/benchmarks.md).
 ///
 /// Under loom it is a swap, not a store. loom 0.7 can let a thread's later
 /// load miss its own store when another thread swapped the same atomic just
@@ -72,8 +73,8 @@ pub(crate) struct Counters {
 /// statistics (on the owner's thread) reading the slot empty again, a state
 /// that C11 coherence forbids (the swap read the value before the store, so
 /// it comes first; the owner's load comes after its own store). loom orders
-/// a swap after a swap correctly. For this slot the two are the same: the
-/// value read is always empty, which the model asserts.
+/// a swap after a swap correctly. For this slot the two are the same in
+/// C11: the value the swap reads is always empty, which the model asserts.
 #[inline]
 fn publish(slot: &AtomicU64, value: u64) {
     #[cfg(not(loom))]
