@@ -62,6 +62,31 @@ pub(crate) struct Counters {
     pub(crate) free_requested: AtomicU64,
 }
 
+/// Puts `value` in `slot`, which is empty (owner side: the device only
+/// ever empties a slot, and only the owner fills one). A store in real
+/// builds (a swap would cost the hit pair, docs/benchmarks.md).
+///
+/// Under loom it is a swap, not a store. loom 0.7 can let a thread's later
+/// load miss its own store when another thread swapped the same atomic just
+/// before that store (tokio-rs/loom#254): the device's `take_all` swapping
+/// an empty slot, then the owner's fill, then the owner's `settle` or the
+/// statistics (on the owner's thread) reading the slot empty again, a state
+/// that C11 coherence forbids (the swap read the value before the store, so
+/// it comes first; the owner's load comes after its own store). loom orders
+/// a swap after a swap correctly. For this slot the two are the same in
+/// C11: the value the swap reads is always empty, which the model asserts.
+#[inline]
+fn publish(slot: &AtomicU64, value: u64) {
+    #[cfg(not(loom))]
+    slot.store(value, Ordering::Release);
+    #[cfg(loom)]
+    assert_eq!(
+        slot.swap(value, Ordering::Release),
+        EMPTY,
+        "the owner fills only empty slots"
+    );
+}
+
 /// Adds to a counter only its owner writes (no read-modify-write needed).
 #[inline]
 fn bump(counter: &AtomicU64, by: u64) {
@@ -366,7 +391,7 @@ impl Front {
     fn fill(&mut self, k: usize, live: Live) {
         self.out &= !(1 << k);
         self.occupied |= 1 << k;
-        self.shared.slots[k].store(live.block as u64 + 1, Ordering::Release);
+        publish(&self.shared.slots[k], live.block as u64 + 1);
         let c = &self.shared.counters;
         bump(&c.frees, 1);
         bump(&c.free_bytes, live.size as u64);

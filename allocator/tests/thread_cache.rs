@@ -12,7 +12,7 @@ mod common;
 use std::ffi::c_void;
 
 use common::{Env, MIB};
-use dipu_allocator::{Algorithm, BlockState};
+use dipu_allocator::{Algorithm, AllocatorConfig, BlockState, DeviceAllocators};
 
 per_algorithm!(
     a_free_on_another_thread_is_valid_once,
@@ -343,4 +343,48 @@ fn a_full_cache_gives_its_oldest_block_back() {
     assert_eq!(st.allocation.allocated, 42);
     alloc.empty_cache().unwrap();
     assert_eq!(env.used(0), 0, "every block went back");
+}
+
+/// A block freed into the slot that `empty_cache` on another thread has
+/// just emptied (the order a loom model once reported as losing a block,
+/// see `a_cached_free_races_the_device_taking_slots_back`) counts as free
+/// at once, is this thread's next hit, and the books balance: through the
+/// C ABI's hit path (`free_cached`) and the allocator's own `free`, for
+/// both allocators with thread caches.
+#[test]
+fn a_free_into_a_slot_the_device_emptied_counts_as_free() {
+    for alg in [Algorithm::BestFit, Algorithm::BinSize] {
+        for hit_path in [true, false] {
+            let env = Env::new(64 << 20);
+            let all = DeviceAllocators::new(env.ctx, alg, AllocatorConfig::default());
+            let alloc = all.get(0).unwrap();
+            let s = env.ctx.default_stream(0).unwrap();
+            let a = alloc.allocate(4096, s).unwrap();
+            let b = alloc.allocate(4096, s).unwrap();
+            alloc.free(b.ptr).unwrap();
+            std::thread::scope(|scope| {
+                scope.spawn(|| alloc.empty_cache().unwrap());
+            });
+            assert_eq!(alloc.stats().allocation.current, 1, "{alg}: a is live");
+            if hit_path {
+                assert!(all.free_cached(a.ptr), "{alg}: lent here, a slot free");
+            } else {
+                alloc.free(a.ptr).unwrap();
+            }
+            let st = alloc.stats();
+            assert_eq!(st.allocation.current, 0, "{alg} (hit path {hit_path})");
+            assert_eq!(st.allocated_bytes.current, 0, "{alg} (hit path {hit_path})");
+            assert_eq!(st.allocation.allocated, st.allocation.freed, "{alg}");
+            assert_eq!(
+                all.allocate_cached(4096, s),
+                Some(a.ptr),
+                "{alg}: the slotted block is this thread's next hit"
+            );
+            assert_eq!(alloc.stats().allocation.current, 1, "{alg}: lent again");
+            assert!(all.free_cached(a.ptr), "{alg}: back to its slot");
+            assert_eq!(alloc.stats().allocation.current, 0, "{alg}");
+            alloc.empty_cache().unwrap();
+            assert_eq!(env.used(0), 0, "{alg}: every segment went back");
+        }
+    }
 }
