@@ -89,6 +89,10 @@ struct State {
     held: usize,
     /// Freed blocks kept for reuse, guards and all.
     reuse: reuse::Reuse,
+    /// Violations found by settled guard copies so far, wherever they were
+    /// settled (a free, a give-back, a check), so that a check of every
+    /// guard counts those it caused.
+    judged: usize,
 }
 
 /// One device's guarded allocator: the shared part, also held by the
@@ -268,6 +272,7 @@ impl Guarded {
             let (front, back) = p.copy.split_at(self.sizes.front);
             let bad = self.judge(p.user, &mut p.live, [front, back], true);
             found += bad;
+            state.judged += bad;
             if p.keep {
                 // Kept again only when polled: a wait comes from a check of
                 // everything or an emptying of the cache, which give back.
@@ -317,8 +322,12 @@ impl Guarded {
     pub(crate) fn check_all(&self) -> Result<usize> {
         self.ctx.synchronize_device(self.device())?;
         let mut state = self.state.lock();
+        let before = state.judged;
+        // Giving the kept blocks back may settle their copies (and others')
+        // already: count by the running total, not by this settle alone.
         self.flush_kept(&mut state)?;
-        let mut found = self.settle(&mut state, true)?;
+        self.settle(&mut state, true)?;
+        let mut found = state.judged - before;
         let users: Vec<usize> = state.live.keys().copied().collect();
         for user in users {
             if let Some(mut live) = state.live.remove(&user) {
