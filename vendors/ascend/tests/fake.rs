@@ -15,6 +15,14 @@ use dipu_deviceapi::{
 };
 use dipu_vendor_ascend::{AscendVendor, LibrarySearch};
 
+/// The fake's devices are the process's: the conformance suite counts
+/// free memory, so the tests that use the fake in this process take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn conformance(build: Build) -> Arc<dyn DeviceApi> {
     let home = fake_home(build);
     let api = vendor_in(home.path());
@@ -29,6 +37,7 @@ fn conformance(build: Build) -> Arc<dyn DeviceApi> {
 
 #[test]
 fn conformance_on_the_new_fake() {
+    let _turn = serial();
     let api = conformance(Build::New);
     let version = api.version();
     assert!(
@@ -45,6 +54,7 @@ fn conformance_on_the_new_fake() {
 
 #[test]
 fn conformance_on_the_old_cann_fake() {
+    let _turn = serial();
     let api = conformance(Build::Old);
     let version = api.version();
     assert!(
@@ -72,6 +82,7 @@ fn conformance_on_the_old_cann_fake() {
 
 #[test]
 fn a_thread_that_never_set_a_device_works_on_device_0() {
+    let _turn = serial();
     let home = fake_home(Build::New);
     let api = vendor_in(home.path());
     // aclrtGetDevice fails on such a thread; the vendor sets device 0 lazily.
@@ -88,6 +99,7 @@ fn a_thread_that_never_set_a_device_works_on_device_0() {
 
 #[test]
 fn an_async_host_to_host_copy_runs_in_order_on_the_stream() {
+    let _turn = serial();
     for build in [Build::New, Build::Old] {
         let home = fake_home(build);
         let api = vendor_in(home.path());
@@ -124,6 +136,7 @@ fn an_async_host_to_host_copy_runs_in_order_on_the_stream() {
 
 #[test]
 fn synchronous_copies_follow_the_default_streams_work() {
+    let _turn = serial();
     // aclrtMemcpy does not wait for any stream; the trait's memcpy is
     // ordered after the default stream, as cudaMemcpy is.
     let home = fake_home(Build::New);
@@ -153,6 +166,7 @@ fn synchronous_copies_follow_the_default_streams_work() {
 
 #[test]
 fn unmap_takes_every_mapping_of_the_range_and_refuses_cuts() {
+    let _turn = serial();
     let home = fake_home(Build::New);
     let api = vendor_in(home.path());
     let g = api.vmm_granularity().unwrap();
@@ -176,6 +190,7 @@ fn unmap_takes_every_mapping_of_the_range_and_refuses_cuts() {
 
 #[test]
 fn a_callback_that_calls_acl_is_refused_by_the_fake() {
+    let _turn = serial();
     let home = fake_home(Build::New);
     let api = vendor_in(home.path());
     let inner = Arc::clone(&api);
@@ -200,6 +215,7 @@ fn a_callback_that_calls_acl_is_refused_by_the_fake() {
 
 #[test]
 fn hccl_broadcast_out_of_place_no_average_and_abort() {
+    let _turn = serial();
     for build in [Build::New, Build::Old] {
         let home = fake_home(build);
         let api = vendor_in(home.path());

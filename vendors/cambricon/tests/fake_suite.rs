@@ -52,8 +52,17 @@ fn peek_last_error() -> i32 {
     unsafe { peek() }
 }
 
+/// The fake's devices are the process's: the conformance suite counts
+/// free memory, so the tests take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn the_conformance_suite_passes_on_the_fake() {
+    let _turn = serial();
     let report = dipu_tests::run(&api(), None);
     assert_eq!(report.failed(), 0, "{report}");
     assert_eq!(report.skipped(), 0, "{report}");
@@ -61,6 +70,7 @@ fn the_conformance_suite_passes_on_the_fake() {
 
 #[test]
 fn a_pending_query_leaves_no_sticky_error() {
+    let _turn = serial();
     let api = api();
     let stream = api.stream_create(0).unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -92,6 +102,7 @@ fn a_pending_query_leaves_no_sticky_error() {
 
 #[test]
 fn priorities_are_translated_to_cnrt_and_clamped() {
+    let _turn = serial();
     let api = api();
     let range = api.stream_priority_range().unwrap();
     assert_eq!((range.least, range.greatest), (0, -7));
@@ -108,6 +119,7 @@ fn priorities_are_translated_to_cnrt_and_clamped() {
 
 #[test]
 fn the_default_stream_is_shared_by_threads() {
+    let _turn = serial();
     let api = api();
     let ptr = api.malloc(4).unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -142,6 +154,7 @@ fn the_default_stream_is_shared_by_threads() {
 
 #[test]
 fn clique_ids_carry_all_136_bytes_and_are_single_use() {
+    let _turn = serial();
     let api = api();
     assert_eq!(api.comm_unique_id_size(), 136);
     let id = api.comm_get_unique_id().unwrap();
@@ -217,6 +230,7 @@ fn download(dev: &dipu_runtime::DeviceBuffer) -> Vec<f32> {
 
 #[test]
 fn process_group_collectives_on_2_and_4_ranks() {
+    let _turn = serial();
     for n in [2, 4] {
         with_ranks(n, |pg| {
             let r = pg.rank() as f32;
@@ -266,6 +280,7 @@ fn process_group_collectives_on_2_and_4_ranks() {
 
 #[test]
 fn cncl_lacks_fp64_reductions_and_average() {
+    let _turn = serial();
     let api = api();
     let id = api.comm_get_unique_id().unwrap();
     let comm = api.comm_init_rank(1, &id, 0).unwrap();
@@ -311,6 +326,7 @@ fn cncl_lacks_fp64_reductions_and_average() {
 
 #[test]
 fn a_peer_freed_early_fails_the_others_instead_of_hanging() {
+    let _turn = serial();
     let api = api();
     let id = api.comm_get_unique_id().unwrap();
     let a = Arc::clone(&api);
