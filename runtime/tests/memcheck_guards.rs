@@ -201,44 +201,7 @@ fn a_live_overwrite_is_found_by_a_check_and_not_again_at_free() {
 #[test]
 fn clean_work_on_several_streams_reports_nothing() {
     let _g = Guarded::new();
-    for (algorithm, expandable) in setups() {
-        // Reports of an earlier setup may name the same addresses.
-        MemCheck::clear();
-        let rt = runtime(algorithm, expandable);
-        let ctx = rt.context();
-        let a = ctx.stream_from_pool(0, false).unwrap();
-        let b = ctx.new_stream(0, 0).unwrap();
-        let mut live = Vec::new();
-        for i in 0..200usize {
-            let size = 1 + (i * 7919) % 70_000;
-            let p = rt.allocate_raw(size, a).unwrap();
-            // Fill exactly the user's bytes, on the other stream, after the
-            // allocation's stream (as a framework orders a consumer).
-            rt.record_stream_raw(p, b).unwrap();
-            let ready = ctx.pooled_event(0).unwrap();
-            ready.record(&a).unwrap();
-            ready.block(&b).unwrap();
-            // SAFETY: `p..p + size` is the live allocation just made.
-            unsafe { rt.api().memset_async(p, 0xAB, size, b.raw()).unwrap() };
-            live.push(p);
-            if i % 3 == 0 {
-                rt.free_raw(0, live.swap_remove(0)).unwrap();
-            }
-        }
-        assert_eq!(rt.check_guards().unwrap(), 0, "{algorithm}");
-        for p in live {
-            rt.free_raw(0, p).unwrap();
-        }
-        let report = rt.release_and_report();
-        assert!(report.is_clean(), "{algorithm}: {report:?}");
-        let r = report.memcheck.unwrap();
-        assert!(r.violations.is_empty(), "{algorithm}: {:?}", r.violations);
-        let stats = rt.stats(0).unwrap();
-        assert_eq!(
-            stats.allocation.current, 0,
-            "{algorithm}: guarded blocks all given back"
-        );
-    }
+    common::clean_work_on_two_streams_reports_nothing();
 }
 
 #[test]

@@ -316,37 +316,5 @@ fn the_quarantine_is_given_back_when_the_allocator_runs_out() {
 fn clean_work_on_several_streams_reports_nothing() {
     // A small quarantine, so that blocks leave it and are reused often.
     let _g = Poisoned::new(256 << 10);
-    for (algorithm, expandable) in setups() {
-        // Reports of an earlier setup may name the same addresses.
-        MemCheck::clear();
-        let what = format!("{algorithm} expandable={expandable}");
-        let rt = runtime(algorithm, expandable);
-        let ctx = rt.context();
-        let a = ctx.stream_from_pool(0, false).unwrap();
-        let b = ctx.new_stream(0, 0).unwrap();
-        let mut live = Vec::new();
-        for i in 0..200usize {
-            let size = 1 + (i * 7919) % 70_000;
-            let p = rt.allocate_raw(size, a).unwrap();
-            rt.record_stream_raw(p, b).unwrap();
-            let ready = ctx.pooled_event(0).unwrap();
-            ready.record(&a).unwrap();
-            ready.block(&b).unwrap();
-            // SAFETY: `p..p + size` is the live allocation just made.
-            unsafe { rt.api().memset_async(p, 0xAB, size, b.raw()).unwrap() };
-            live.push(p);
-            if i % 3 == 0 {
-                rt.free_raw(0, live.swap_remove(0)).unwrap();
-            }
-        }
-        assert_eq!(rt.check_guards().unwrap(), 0, "{what}");
-        for p in live {
-            rt.free_raw(0, p).unwrap();
-        }
-        let report = rt.release_and_report();
-        assert!(report.is_clean(), "{what}: {report:?}");
-        let r = report.memcheck.unwrap();
-        assert!(r.violations.is_empty(), "{what}: {:?}", r.violations);
-        assert_eq!(rt.stats(0).unwrap().allocation.current, 0, "{what}");
-    }
+    common::clean_work_on_two_streams_reports_nothing();
 }
