@@ -1,0 +1,21 @@
+//! `libdiopi_impl_host.so`: the host vendor's DIOPI kernel library.
+//!
+//! Every exported operator reads its tensor descriptors with the
+//! framework's diopirt functions on the calling thread, validates them,
+//! copies what the kernel needs into a closure and queues it on the
+//! context's stream with `dipu_launch_host_func_raw`, returning at once:
+//! the host vendor's stream worker runs the kernel, in stream order.
+//!
+//! The kernels ([`elementwise`], [`reduce`], [`matmul`], ...) are plain Rust
+//! functions on strided views ([`view::TView`]), unit-tested without a
+//! runtime; the C entry points live in `ops` (built only outside `cargo
+//! test` of this crate, since their diopirt symbols come from the runtime).
+
+pub mod elementwise;
+pub mod types;
+pub mod view;
+
+#[cfg(not(test))]
+pub mod rt;
+#[cfg(not(test))]
+mod ops;
