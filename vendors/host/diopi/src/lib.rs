@@ -12,6 +12,8 @@
 //! test` of this crate, since their diopirt symbols come from the runtime).
 
 pub mod elementwise;
+pub mod matmul;
+pub mod reduce;
 pub mod types;
 pub mod view;
 
