@@ -20,6 +20,11 @@
 
 // The version of this header; dipu_version() returns the library's.
 #define DIPU_RUNTIME_VERSION "0.1.0"
+// DIOPI's opaque handle types, as include/diopi/diopirt.h declares them
+// (include/diopi/dipu_diopi.h defines struct diopiTensor).
+struct diopiTensor;
+struct diopiContext;
+struct diopiGenerator;
 
 // What a `dipu_*` function returns: `DIPU_OK` (0) on success, else the
 // kind of failure, with a message in `dipu_last_error_message()`.
@@ -746,6 +751,129 @@ dipu_status dipu_device_get_properties(int32_t device, dipu_device_properties *o
 // # Safety
 // `out` must be NULL or valid for writing a dipu_memory_info.
 dipu_status dipu_device_memory_info(int32_t device, dipu_memory_info *out);
+
+// Opens the DIOPI kernel library for the process: `path`, or when `path`
+// is NULL the file DIPU_DIOPI_LIBRARY names, else the library the current
+// vendor ships: libdiopi_impl_<vendor>.so, then libdiopi_impl.so, beside
+// the vendor plugin (a built-in vendor: beside libdipu_runtime.so, then
+// beside the executable). Opening the open library again is DIPU_OK.
+// The library is opened with RTLD_NOW after this library's own symbols
+// were made global, so its diopirt references resolve here.
+// Errors: DIPU_STATUS_VENDOR_LIBRARY_NOT_FOUND (the message names the
+// library and every place looked in), DIPU_STATUS_ABI_MISMATCH when the
+// library needs a symbol the runtime lacks (named in the message),
+// DIPU_STATUS_NOT_A_VENDOR when it cannot be loaded otherwise,
+// DIPU_STATUS_INVALID_ARGUMENT when another library is open. Thread-safe.
+//
+// # Safety
+// `path` must be NULL or a NUL-terminated string.
+dipu_status dipu_diopi_open(const char *path);
+
+// Closes the DIOPI kernel library (a no-op when none is open). Function
+// pointers from dipu_diopi_lookup are invalid afterwards. Thread-safe,
+// but no other thread may be calling into the library.
+dipu_status dipu_diopi_close(void);
+
+// Copies the path of the open kernel library and a NUL into `buf` of
+// `len` bytes, and the size needed (NUL included) into `*needed` when
+// `needed` is not NULL. `buf` NULL with `len` 0 only asks for the size.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT when no library is open or `buf`
+// is too small (nothing is written to it). Thread-safe.
+//
+// # Safety
+// `buf` must be NULL or valid for writing `len` bytes, `needed` NULL or
+// valid for writing a size_t.
+dipu_status dipu_diopi_library_path(char *buf, size_t len, size_t *needed);
+
+// Stores the address of the kernel library's function `name` (e.g.
+// "diopiAdd") in `*out`, or NULL when the library does not define it:
+// that means "fall back", and is DIPU_OK. Cast it to the function's type
+// in include/diopi/functions.h.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT when no library is open or for a
+// NULL `name` or `out`. Thread-safe.
+//
+// # Safety
+// `name` must be NULL or a NUL-terminated string, `out` NULL or valid for
+// writing a pointer.
+dipu_status dipu_diopi_lookup(const char *name, void **out);
+
+// Creates a DIOPI context on `stream` and stores it in `*out`: kernels
+// called with it run on that stream (diopiGetStream returns the vendor's
+// raw stream, NULL for a default stream), and it owns what
+// diopiRequireTensor and diopiRequireBuffer allocate (device memory from
+// the caching allocator on the stream, host memory for diopi_host) until
+// dipu_diopi_context_destroy.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown stream or a NULL
+// `out`, DIPU_STATUS_INVALID_DEVICE. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_diopi_context_create(dipu_stream stream, struct diopiContext **out);
+
+// Destroys a context: device memory it required goes back to the caching
+// allocator stream-ordered (kernels queued on its stream may still use
+// it), host memory and descriptors are freed once the stream's queued
+// work is done. NULL is a no-op.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a destroyed or made-up
+// context (nothing happens). Thread-safe.
+dipu_status dipu_diopi_context_destroy(struct diopiContext *ctx);
+
+// Copies the descriptor `desc` (and its shape and stride arrays) into a
+// new tensor handle stored in `*out`, valid until
+// dipu_diopi_tensor_destroy. The memory it describes stays the caller's.
+// A descriptor filled on the stack may also be passed to kernels directly.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for NULL, a magic other than
+// DIPU_DIOPI_TENSOR_MAGIC, an unknown dtype, a negative size or stride, a
+// tensor reaching past its storage, or device memory of another device
+// than `device` says; DIPU_STATUS_INVALID_DEVICE. Thread-safe.
+//
+// # Safety
+// `desc` must be NULL or a readable descriptor whose shape and strides
+// hold `ndim` entries; `out` NULL or valid for writing a pointer.
+dipu_status dipu_diopi_tensor_create(const struct diopiTensor *desc, struct diopiTensor **out);
+
+// Destroys a handle of dipu_diopi_tensor_create (not the memory it
+// describes). NULL is a no-op.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a handle it did not make or
+// already destroyed. Thread-safe.
+dipu_status dipu_diopi_tensor_destroy(struct diopiTensor *tensor);
+
+// Stores the generator handle of `device` in `*out`: the device's
+// default Philox generator (the one dipu_generator_* functions use).
+// Kernels read its seed and offset with diopiGeneratorGetSeedAndOffset
+// and write the advanced offset back with diopiGeneratorSetSeedAndOffset.
+// The handle is the same on every call and never needs freeing.
+// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
+// NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a pointer.
+dipu_status dipu_diopi_generator(int32_t device, struct diopiGenerator **out);
+
+// Copies the kernel library's diopiGetLastErrorString() and a NUL into
+// `buf` of `len` bytes, and the size needed into `*needed` when `needed`
+// is not NULL ("" when the library has no such function). `buf` NULL
+// with `len` 0 only asks for the size.
+// Errors: DIPU_STATUS_INVALID_ARGUMENT when no library is open or `buf`
+// is too small. Thread-safe as far as the library's function is.
+//
+// # Safety
+// `buf` must be NULL or valid for writing `len` bytes, `needed` NULL or
+// valid for writing a size_t.
+dipu_status dipu_diopi_last_error(char *buf, size_t len, size_t *needed);
+
+// Queues `func(user)` on `stream`: it runs on a host thread after the
+// work queued earlier on the stream, and later work waits for it, like
+// cudaLaunchHostFunc. `func` must not call the runtime. (A kernel library
+// holding only diopiGetStream's raw stream uses
+// dipu_launch_host_func_raw.)
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for an unknown stream or a NULL
+// `func`, DIPU_STATUS_UNSUPPORTED when the vendor has no host functions.
+// Thread-safe.
+//
+// # Safety
+// `func(user)` must be safe to call once, on any thread.
+dipu_status dipu_launch_host_func(dipu_stream stream, void (*func)(void*), void *user);
 
 // Creates an event and stores it in `*out`; `timing` non-zero makes it
 // record timestamps for dipu_event_elapsed_ms. The vendor event is made
@@ -1734,3 +1862,28 @@ dipu_status dipu_work_describe(dipu_work *work, char *buf, size_t len, size_t *n
 #endif  // __cplusplus
 
 #endif  /* DIPU_RUNTIME_H */
+
+#ifndef DIPU_RUNTIME_H_LAUNCH_HOST_FUNC_RAW
+#define DIPU_RUNTIME_H_LAUNCH_HOST_FUNC_RAW
+#ifdef __cplusplus
+extern "C" {
+#endif  // __cplusplus
+
+// Queues `func(user)` on the raw stream `raw_stream` of `device` (NULL:
+// the device's default stream): it runs on a host thread after the work
+// queued earlier on that stream, and later work waits for it, like
+// cudaLaunchHostFunc. `func` must not call the runtime. A DIOPI kernel
+// library passes the stream diopiGetStream returned (the vendor checks it).
+// Returns a dipu_status: DIPU_STATUS_INVALID_ARGUMENT for a NULL `func` or
+// a stream the vendor does not know, DIPU_STATUS_INVALID_DEVICE,
+// DIPU_STATUS_UNSUPPORTED when the vendor has no host functions.
+// Thread-safe. Also exported by the `dipu` executable.
+dipu_status dipu_launch_host_func_raw(int32_t device,
+                                      void *raw_stream,
+                                      void (*func)(void *user),
+                                      void *user);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+#endif  // DIPU_RUNTIME_H_LAUNCH_HOST_FUNC_RAW

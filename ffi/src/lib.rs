@@ -20,6 +20,7 @@
 mod collectives;
 mod copy;
 mod device;
+mod diopi;
 mod dtypes;
 mod event;
 mod generator;
@@ -43,6 +44,7 @@ mod work;
 pub use collectives::*;
 pub use copy::*;
 pub use device::*;
+pub use diopi::*;
 pub use dtypes::{DIPU_DTYPE_BOOL, DIPU_DTYPE_C128, DIPU_DTYPE_C64};
 pub use event::*;
 pub use generator::*;

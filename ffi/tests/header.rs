@@ -19,8 +19,9 @@ fn generate() -> String {
     // The version comes from Cargo.toml, so the header cannot disagree.
     config.after_includes = Some(format!(
         "\n// The version of this header; dipu_version() returns the library's.\n\
-         #define DIPU_RUNTIME_VERSION \"{}\"",
-        env!("CARGO_PKG_VERSION")
+         #define DIPU_RUNTIME_VERSION \"{}\"{}",
+        env!("CARGO_PKG_VERSION"),
+        config.after_includes.as_deref().unwrap_or("")
     ));
     let mut out = Vec::new();
     cbindgen::Builder::new()
