@@ -9,6 +9,7 @@
 //! dipu bench alloc [--iterations N]
 //! dipu bench comm  [--ranks N] [--sizes MIB,...] [--iterations N]
 //! dipu bench store [--clients N] [--cycles N] [--server HOST:PORT]
+//! dipu diopi-test [--library PATH] [--filter REGEX] [--json]
 //! ```
 //!
 //! `info` and `selftest` use the vendor `--vendor`, else `DIPU_VENDOR`,
@@ -36,6 +37,7 @@ macro_rules! outln {
 pub(crate) use outln;
 
 mod bench;
+mod diopi_test;
 mod info;
 mod logging;
 mod memviz;
@@ -75,6 +77,9 @@ enum Command {
     /// Micro-benchmarks on the host vendor.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Check a DIOPI kernel library op by op against CPU references
+    /// (strided, aliased and non-default-stream runs included).
+    DiopiTest(diopi_test::DiopiTestArgs),
 }
 
 /// Which vendor to use.
@@ -113,6 +118,7 @@ fn main() -> ExitCode {
             Command::Replay(args) => replay::run(&args),
             Command::Memviz(args) => memviz::run(&args),
             Command::Bench(what) => bench::run(&what),
+            Command::DiopiTest(args) => diopi_test::run(&args),
         });
     match result {
         Ok(()) => ExitCode::SUCCESS,
