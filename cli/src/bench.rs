@@ -19,6 +19,8 @@ mod bench_cabi;
 mod bench_comm;
 #[path = "bench_store.rs"]
 mod bench_store;
+#[path = "bench_sync.rs"]
+mod bench_sync;
 
 /// What `dipu bench` measures.
 #[derive(Debug, Subcommand)]
@@ -46,6 +48,11 @@ pub(crate) enum BenchCommand {
     /// set+get+add cycles, a barrier): ours, or any server that speaks
     /// torch's protocol (`--server HOST:PORT`).
     Store(bench_store::StoreArgs),
+    /// How fast a thread and the host vendor's streams meet under each
+    /// `DIPU_HOST_SCHEDULE`: a copy + synchronize round trip, a synchronous
+    /// copy and an event record + synchronize beside a plain memcpy, and
+    /// the CPU burnt while streams sit idle.
+    Sync(bench_sync::SyncArgs),
 }
 
 /// Runs the benchmark `what` names.
@@ -57,6 +64,7 @@ pub(crate) fn run(what: &BenchCommand) -> Result<(), Failure> {
         } => alloc(iterations, c_abi_lib.as_deref()).map_err(Failure::from),
         BenchCommand::Comm(ref args) => bench_comm::run(args).map_err(Failure::from),
         BenchCommand::Store(ref args) => bench_store::run(args).map_err(Failure::from),
+        BenchCommand::Sync(ref args) => bench_sync::run(args).map_err(Failure::from),
     }
 }
 

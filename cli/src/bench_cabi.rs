@@ -107,7 +107,7 @@ impl CApi {
 
 /// Where `libdipu_runtime.so` is: `given`, else next to the `dipu` binary
 /// (target/<profile>/ after `cargo build -p dipu-ffi`).
-pub(super) fn library_path(given: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn library_path(given: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = given {
         return Some(p.to_owned());
     }

@@ -12,6 +12,7 @@ use dipu_deviceapi::{
 use crate::comm::{self, Call};
 use crate::memory::Kind;
 use crate::stream::Op;
+use crate::wait::Waiter;
 use crate::{describe, device, event, ops, vmm, HostVendor};
 
 /// Stream priorities, as on recent CUDA GPUs.
@@ -224,8 +225,9 @@ impl DeviceApi for HostVendor {
         if generation == 0 {
             return Ok(()); // never recorded: already done
         }
+        let phases = self.config.schedule.phases(Waiter::Worker);
         let op: Op = Box::new(move || {
-            event.wait_for(generation);
+            event.wait_for(generation, phases);
             Ok(())
         });
         stream.submit(op).map(drop)
@@ -261,7 +263,10 @@ impl DeviceApi for HostVendor {
 
     unsafe fn event_synchronize(&self, event: EventHandle) -> Result<()> {
         let event = self.events.get(event)?;
-        event.wait_for(event.recorded());
+        event.wait_for(
+            event.recorded(),
+            self.config.schedule.phases(Waiter::Caller),
+        );
         self.errors.check()
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use dipu_deviceapi::{Error, ErrorKind, Result};
 
 use crate::size::{format_size_short, parse_size, ACCEPTED};
+use crate::wait::Schedule;
 
 /// Number of simulated devices (default 2, 1 to 64).
 pub const ENV_DEVICES: &str = "DIPU_HOST_DEVICES";
@@ -19,6 +20,10 @@ pub const ENV_FAIL_MALLOC_AFTER_BYTES: &str = "DIPU_HOST_FAIL_MALLOC_AFTER_BYTES
 /// Seconds a collective may make no progress before it fails with
 /// `Timeout` (default 1800): a safety net so that nothing hangs forever.
 pub const ENV_COMM_TIMEOUT: &str = "DIPU_HOST_COMM_TIMEOUT";
+
+/// How a thread waits for the device, and a stream worker for work:
+/// `auto` (default), `spin`, `yield` or `block` (see [`Schedule`]).
+pub const ENV_SCHEDULE: &str = "DIPU_HOST_SCHEDULE";
 
 /// The default of [`ENV_COMM_TIMEOUT`].
 const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -43,6 +48,8 @@ pub struct HostConfig {
     /// How long a collective or point-to-point operation may make no
     /// progress before it fails with `Timeout` ([`ENV_COMM_TIMEOUT`]).
     pub comm_timeout: Duration,
+    /// How threads wait ([`ENV_SCHEDULE`]).
+    pub schedule: Schedule,
 }
 
 impl Default for HostConfig {
@@ -54,6 +61,7 @@ impl Default for HostConfig {
             fail_malloc_at: None,
             fail_malloc_after_bytes: None,
             comm_timeout: DEFAULT_COMM_TIMEOUT,
+            schedule: Schedule::Auto,
         }
     }
 }
@@ -125,6 +133,10 @@ impl HostConfig {
                     "a number of seconds greater than 0 (e.g. 1800 or 0.5)",
                 )
             })?;
+        }
+        if let Some(text) = get(ENV_SCHEDULE) {
+            config.schedule = Schedule::parse(&text)
+                .ok_or_else(|| bad_value(ENV_SCHEDULE, &text, "auto, spin, yield or block"))?;
         }
         Ok(config)
     }
@@ -215,8 +227,10 @@ mod tests {
             (ENV_FAIL_MALLOC_AT, "7"),
             (ENV_FAIL_MALLOC_AFTER_BYTES, "1GiB"),
             (ENV_COMM_TIMEOUT, "2.5"),
+            (ENV_SCHEDULE, "Spin"),
         ])
         .unwrap();
+        assert_eq!(c.schedule, Schedule::Spin);
         assert_eq!(c.comm_timeout, Duration::from_millis(2500));
         assert_eq!(c.devices, 3);
         assert_eq!(c.memory_per_device, 512 << 20);
@@ -241,6 +255,7 @@ mod tests {
             (ENV_COMM_TIMEOUT, "0", "greater than 0"),
             (ENV_COMM_TIMEOUT, "-1", "greater than 0"),
             (ENV_COMM_TIMEOUT, "soon", "seconds"),
+            (ENV_SCHEDULE, "busy", "auto, spin, yield or block"),
         ];
         for (var, value, accepted) in cases {
             let e = lookup(&[(var, value)]).unwrap_err();

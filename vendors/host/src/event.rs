@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dipu_deviceapi::{Error, ErrorKind, EventHandle, Result};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use crate::stream::{Op, Stream};
+use crate::wait::{Phases, Signal};
 
 #[derive(Debug, Default)]
 struct Gens {
@@ -28,7 +29,9 @@ pub(crate) struct Event {
     device: i32,
     timing: bool,
     gens: Mutex<Gens>,
-    done: Condvar,
+    /// `gens.completed`, readable without the lock by waiters.
+    completed: AtomicU64,
+    done: Signal,
 }
 
 impl Event {
@@ -64,8 +67,10 @@ impl Event {
             if self.timing {
                 gens.time = Some(Instant::now());
             }
+            self.completed.store(generation, Ordering::SeqCst);
         }
-        self.done.notify_all();
+        drop(gens);
+        self.done.notify();
     }
 
     /// The generation of the newest record (0 if never recorded).
@@ -79,11 +84,12 @@ impl Event {
         gens.completed >= gens.recorded
     }
 
-    /// Blocks until record `generation` (or a later one) is done.
-    pub(crate) fn wait_for(&self, generation: u64) {
-        let mut gens = self.gens.lock();
-        while gens.completed < generation {
-            self.done.wait(&mut gens);
+    /// Waits, in `phases`, until record `generation` (or a later one) is
+    /// done.
+    pub(crate) fn wait_for(&self, generation: u64, phases: Phases) {
+        let ready = || self.completed.load(Ordering::SeqCst) >= generation;
+        if !ready() {
+            self.done.wait(phases, ready);
         }
     }
 
@@ -142,7 +148,8 @@ impl Events {
             device,
             timing,
             gens: Mutex::new(Gens::default()),
-            done: Condvar::new(),
+            completed: AtomicU64::new(0),
+            done: Signal::default(),
         };
         self.live.lock().insert(id, Arc::new(event));
         EventHandle::from_raw(id)

@@ -13,7 +13,13 @@
 //! Configuration (see [`HostConfig`]): `DIPU_HOST_DEVICES` (default 2),
 //! `DIPU_HOST_MEMORY` (default `4G` per device),
 //! `DIPU_HOST_FAIL_MALLOC_AT`, `DIPU_HOST_FAIL_MALLOC_AFTER_BYTES`,
-//! `DIPU_HOST_COMM_TIMEOUT` (seconds, default 1800).
+//! `DIPU_HOST_COMM_TIMEOUT` (seconds, default 1800), `DIPU_HOST_SCHEDULE`
+//! (how threads wait for the device and stream workers for work: `auto`,
+//! `spin`, `yield` or `block`, as CUDA's scheduling flags; see
+//! [`Schedule`]).
+//!
+//! Synchronous copies and memsets on an idle default stream run on the
+//! calling thread, in stream order.
 //!
 //! # Collectives
 //!
@@ -78,6 +84,7 @@ mod ops;
 mod size;
 mod stream;
 mod vmm;
+mod wait;
 
 #[cfg(test)]
 mod tests;
@@ -91,9 +98,10 @@ use dipu_deviceapi::{Error, Result, StreamHandle};
 pub use comm::MAX_WORLD;
 pub use config::{
     HostConfig, ENV_COMM_TIMEOUT, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT,
-    ENV_MEMORY, MAX_DEVICES,
+    ENV_MEMORY, ENV_SCHEDULE, MAX_DEVICES,
 };
 pub use fault::Fault;
+pub use wait::Schedule;
 
 use event::Events;
 use fault::Faults;
@@ -133,7 +141,7 @@ impl HostVendor {
             id: device::new_vendor_id(),
             cores: i32::try_from(cores).unwrap_or(i32::MAX),
             memory: Arc::new(Memory::new(config.devices, config.memory_per_device)),
-            streams: Streams::new(config.devices, Arc::clone(&errors)),
+            streams: Streams::new(config.devices, config.schedule, Arc::clone(&errors)),
             events: Events::new(),
             vmm: Vmm::default(),
             faults: Faults::from_config(config.fail_malloc_at, config.fail_malloc_after_bytes),
@@ -249,12 +257,11 @@ impl HostVendor {
     }
 
     /// Runs `op` on the current device's default stream after the work
-    /// queued there, and waits for it.
+    /// queued there, and waits for it (on this thread when the stream is
+    /// idle).
     fn run_sync(&self, op: Option<Op>) -> Result<()> {
         if let Some(op) = op {
-            let stream = self.streams.default_of(self.device())?;
-            let ticket = stream.submit(op)?;
-            stream.wait(ticket);
+            self.streams.default_of(self.device())?.run_now(op)?;
         }
         self.errors.check()
     }

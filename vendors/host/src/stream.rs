@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use dipu_deviceapi::{Error, ErrorKind, Result, StreamHandle};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
+
+use crate::wait::{Phases, Schedule, Signal, Waiter};
 
 /// One queued operation; an `Err` becomes the vendor's asynchronous error.
 pub(crate) type Op = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
@@ -39,16 +41,20 @@ impl AsyncErrors {
     }
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    submitted: u64,
-    completed: u64,
-}
-
+/// How far a stream got: tickets handed out and operations done. Tickets
+/// are taken under the stream's submit lock, so they follow queue order.
 #[derive(Debug, Default)]
 struct Progress {
-    counters: Mutex<Counters>,
-    done: Condvar,
+    submitted: AtomicU64,
+    completed: AtomicU64,
+    done: Signal,
+}
+
+impl Progress {
+    fn complete_one(&self) {
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        self.done.notify();
+    }
 }
 
 /// A stream and its worker.
@@ -58,13 +64,20 @@ pub(crate) struct Stream {
     id: u64,
     device: i32,
     priority: i32,
+    schedule: Schedule,
     progress: Arc<Progress>,
+    errors: Arc<AsyncErrors>,
     sender: Mutex<Option<Sender<Op>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Stream {
-    fn spawn(id: u64, device: i32, priority: i32, errors: Arc<AsyncErrors>) -> Result<Stream> {
+    fn spawn(
+        id: u64,
+        (device, priority): (i32, i32),
+        schedule: Schedule,
+        errors: Arc<AsyncErrors>,
+    ) -> Result<Stream> {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let progress = Arc::new(Progress::default());
         let label = label(id, device);
@@ -72,7 +85,9 @@ impl Stream {
             .name(format!("dipu-host-d{device}-s{id}"))
             .spawn({
                 let progress = Arc::clone(&progress);
-                move || run_worker(&label, &receiver, &progress, &errors)
+                let errors = Arc::clone(&errors);
+                let idle = schedule.phases(Waiter::Worker);
+                move || run_worker(&label, &receiver, idle, &progress, &errors)
             })
             .map_err(|e| {
                 Error::new(
@@ -84,7 +99,9 @@ impl Stream {
             id,
             device,
             priority,
+            schedule,
             progress,
+            errors,
             sender: Mutex::new(Some(sender)),
             worker: Mutex::new(Some(worker)),
         })
@@ -105,41 +122,71 @@ impl Stream {
         label(self.id, self.device)
     }
 
+    fn stopped(&self) -> Error {
+        Error::invalid_argument(format!("{} has been destroyed", self.label()))
+    }
+
     /// Queues `op`; returns its ticket for [`Stream::wait`].
     pub(crate) fn submit(&self, op: Op) -> Result<u64> {
         let sender = self.sender.lock();
-        let sender = sender.as_ref().ok_or_else(|| {
-            Error::invalid_argument(format!("{} has been destroyed", self.label()))
-        })?;
-        let mut counters = self.progress.counters.lock();
+        let sender = sender.as_ref().ok_or_else(|| self.stopped())?;
         sender.send(op).map_err(|_| {
             Error::new(
                 ErrorKind::Internal,
                 format!("the worker of {} has stopped", self.label()),
             )
         })?;
-        counters.submitted += 1;
-        Ok(counters.submitted)
+        Ok(self.progress.submitted.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Runs `op` in stream order and returns when it is done: on the
+    /// calling thread when the stream is idle (no hand-over to the worker,
+    /// and nothing queued meanwhile can overtake it), else queued behind
+    /// the stream's work and waited for. Errors are kept as the worker's
+    /// are.
+    pub(crate) fn run_now(&self, op: Op) -> Result<()> {
+        let sender = self.sender.lock();
+        if sender.is_none() {
+            return Err(self.stopped());
+        }
+        let progress = &self.progress;
+        let submitted = progress.submitted.load(Ordering::SeqCst);
+        if progress.completed.load(Ordering::SeqCst) == submitted {
+            // Idle, and submissions wait for the lock we hold: running here
+            // keeps stream order.
+            progress.submitted.store(submitted + 1, Ordering::SeqCst);
+            run_op(&self.label(), op, &self.errors);
+            progress.complete_one();
+            return Ok(());
+        }
+        drop(sender);
+        let ticket = self.submit(op)?;
+        self.wait(ticket);
+        Ok(())
     }
 
     /// Waits until the operation with `ticket` (and all before it) is done.
     pub(crate) fn wait(&self, ticket: u64) {
-        let mut counters = self.progress.counters.lock();
-        while counters.completed < ticket {
-            self.progress.done.wait(&mut counters);
+        let completed = &self.progress.completed;
+        if completed.load(Ordering::SeqCst) >= ticket {
+            return;
         }
+        self.progress
+            .done
+            .wait(self.schedule.phases(Waiter::Caller), || {
+                completed.load(Ordering::SeqCst) >= ticket
+            });
     }
 
     /// Waits for everything queued so far.
     pub(crate) fn synchronize(&self) {
-        let ticket = self.progress.counters.lock().submitted;
-        self.wait(ticket);
+        self.wait(self.progress.submitted.load(Ordering::SeqCst));
     }
 
     /// Whether everything queued so far is done.
     pub(crate) fn is_idle(&self) -> bool {
-        let counters = self.progress.counters.lock();
-        counters.completed == counters.submitted
+        let submitted = self.progress.submitted.load(Ordering::SeqCst);
+        self.progress.completed.load(Ordering::SeqCst) >= submitted
     }
 
     /// Lets queued work finish, then stops the worker.
@@ -167,26 +214,59 @@ fn label(id: u64, device: i32) -> String {
     }
 }
 
-fn run_worker(label: &str, ops: &Receiver<Op>, progress: &Progress, errors: &AsyncErrors) {
-    while let Ok(op) = ops.recv() {
-        match catch_unwind(AssertUnwindSafe(op)) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => errors.record(e.context(format!("operation on {label}"))),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string panic payload".to_owned());
-                tracing::error!(
-                    target: "dipu_vendor_host",
-                    "a host callback on {label} panicked: {what}; the stream goes on"
-                );
-            }
+/// Runs one operation; its error becomes the vendor's asynchronous error,
+/// and a panic (a host callback's) is logged and survived.
+fn run_op(label: &str, op: Op, errors: &AsyncErrors) {
+    match catch_unwind(AssertUnwindSafe(op)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => errors.record(e.context(format!("operation on {label}"))),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic payload".to_owned());
+            tracing::error!(
+                target: "dipu_vendor_host",
+                "a host callback on {label} panicked: {what}; the stream goes on"
+            );
         }
-        let mut counters = progress.counters.lock();
-        counters.completed += 1;
-        progress.done.notify_all();
+    }
+}
+
+/// The next operation: watched for through the idle phases, then waited
+/// for asleep; `None` once the stream is shut down and drained.
+fn next_op(ops: &Receiver<Op>, idle: Phases) -> Option<Op> {
+    let mut next = None;
+    let mut closed = false;
+    idle.watch(|| match ops.try_recv() {
+        Ok(op) => {
+            next = Some(op);
+            true
+        }
+        Err(TryRecvError::Empty) => false,
+        Err(TryRecvError::Disconnected) => {
+            closed = true;
+            true
+        }
+    });
+    match (next, closed) {
+        (Some(op), _) => Some(op),
+        (None, true) => None,
+        (None, false) => ops.recv().ok(),
+    }
+}
+
+fn run_worker(
+    label: &str,
+    ops: &Receiver<Op>,
+    idle: Phases,
+    progress: &Progress,
+    errors: &AsyncErrors,
+) {
+    while let Some(op) = next_op(ops, idle) {
+        run_op(label, op, errors);
+        progress.complete_one();
     }
 }
 
@@ -198,11 +278,13 @@ pub(crate) struct Streams {
     created: Mutex<HashMap<u64, Arc<Stream>>>,
     defaults: Vec<Mutex<Option<Arc<Stream>>>>,
     errors: Arc<AsyncErrors>,
+    schedule: Schedule,
 }
 
 impl Streams {
-    pub(crate) fn new(devices: i32, errors: Arc<AsyncErrors>) -> Streams {
+    pub(crate) fn new(devices: i32, schedule: Schedule, errors: Arc<AsyncErrors>) -> Streams {
         Streams {
+            schedule,
             next_id: AtomicU64::new(1),
             created: Mutex::new(HashMap::new()),
             defaults: (0..devices).map(|_| Mutex::new(None)).collect(),
@@ -232,7 +314,12 @@ impl Streams {
         if let Some(stream) = slot.as_ref() {
             return Ok(Arc::clone(stream));
         }
-        let stream = Arc::new(Stream::spawn(0, device, 0, Arc::clone(&self.errors))?);
+        let stream = Arc::new(Stream::spawn(
+            0,
+            (device, 0),
+            self.schedule,
+            Arc::clone(&self.errors),
+        )?);
         *slot = Some(Arc::clone(&stream));
         Ok(stream)
     }
@@ -240,7 +327,12 @@ impl Streams {
     /// Starts a new stream on `device`.
     pub(crate) fn create(&self, device: i32, priority: i32) -> Result<StreamHandle> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let stream = Stream::spawn(id, device, priority, Arc::clone(&self.errors))?;
+        let stream = Stream::spawn(
+            id,
+            (device, priority),
+            self.schedule,
+            Arc::clone(&self.errors),
+        )?;
         self.created.lock().insert(id, Arc::new(stream));
         Ok(StreamHandle::from_raw(id))
     }

@@ -209,3 +209,71 @@ fn a_block_changed_while_a_stream_reads_it_is_reported() {
         h.free(dev).unwrap();
     }
 }
+
+/// A synchronous copy runs after everything queued on the default stream
+/// before it, whether it runs on the calling thread (idle stream) or is
+/// queued: another thread keeps queueing memsets of an increasing value,
+/// and each copy must see at least the value queued before it started.
+#[test]
+fn sync_copies_never_overtake_work_queued_before_them() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    for schedule in [crate::Schedule::Auto, crate::Schedule::Block] {
+        let h = Arc::new(
+            crate::HostVendor::new(crate::HostConfig {
+                devices: 1,
+                memory_per_device: MIB,
+                schedule,
+                ..crate::HostConfig::default()
+            })
+            .unwrap(),
+        );
+        let dev = h.malloc(64).unwrap() as usize;
+        // SAFETY: `dev` is 64 live device bytes.
+        unsafe { h.memset(dev as *mut _, 0, 64).unwrap() };
+        let queued = Arc::new(AtomicU8::new(0));
+        let writer = {
+            let (h, queued) = (Arc::clone(&h), Arc::clone(&queued));
+            std::thread::spawn(move || {
+                for value in 1..=200u8 {
+                    // SAFETY: `dev` is 64 live device bytes until the end.
+                    unsafe {
+                        h.memset_async(dev as *mut _, value, 64, StreamHandle::DEFAULT)
+                            .unwrap();
+                    }
+                    queued.store(value, Ordering::SeqCst);
+                    if value % 16 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        let mut seen = 0u8;
+        while seen < 200 {
+            let before = queued.load(Ordering::SeqCst);
+            let mut out = [0u8; 64];
+            // SAFETY: `dev` is live, `out` 64 host bytes.
+            unsafe {
+                h.memcpy(
+                    out.as_mut_ptr().cast(),
+                    dev as *const _,
+                    64,
+                    CopyKind::DeviceToHost,
+                )
+                .unwrap();
+            }
+            assert!(
+                out.iter().all(|b| *b == out[0]),
+                "{schedule:?}: a copy saw a half-done memset: {out:?}"
+            );
+            assert!(
+                out[0] >= before,
+                "{schedule:?}: the copy saw {} though memset {before} was queued before it",
+                out[0]
+            );
+            seen = out[0];
+        }
+        writer.join().unwrap();
+        // SAFETY: nothing uses `dev` any more.
+        unsafe { h.free(dev as *mut _).unwrap() };
+    }
+}
