@@ -8,6 +8,8 @@ $ORIGIN rpath, so a process has one runtime, shared with any C user.
 
 import glob
 import os
+import subprocess
+import sys
 
 import torch
 from setuptools import setup
@@ -18,6 +20,10 @@ include = os.path.normpath(os.path.join(here, "..", "..", "include"))
 # kineto's headers, for the PrivateUse1 child profiler (csrc/kineto.cpp).
 kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
 
+# The DIOPI registrations: csrc/gen/diopi_ops.cpp from diopi_functions.yaml
+# (rewritten only when it changes).
+subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
+
 setup(
     name="torch_dipu",
     version="0.1.0",
@@ -25,7 +31,7 @@ setup(
     ext_modules=[
         CppExtension(
             "torch_dipu._C",
-            sorted(glob.glob(os.path.join("csrc", "*.cpp"))),
+            sorted(glob.glob(os.path.join("csrc", "*.cpp")) + glob.glob(os.path.join("csrc", "gen", "*.cpp"))),
             include_dirs=[include, os.path.join(here, "csrc"), kineto],
             library_dirs=[os.path.join(here, "torch_dipu")],
             libraries=["dipu_runtime"],

@@ -57,12 +57,21 @@ void describe(std::ostream& out, const c10::IValue& v, int level) {
   }
 }
 
+// DIPU_DUMP_OP_ARGS >= 1: "[add.out]: dipu_fallback" (DIPU's line, the
+// same as a DIOPI call's "[add.out]: diopiAdd"), >= 2 with the arguments;
+// DIPU_LOG_FALLBACK_INFO: "dipu: fallback to cpu: aten::add.out".
 void log_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   int dump = env_level("DIPU_DUMP_OP_ARGS");
   int log = env_level("DIPU_LOG_FALLBACK_INFO");
   if (dump == 0 && log == 0) return;
   std::ostringstream out;
-  out << "dipu: fallback to cpu: " << op.schema().operator_name();
+  const auto& name = op.schema().operator_name();
+  if (log > 0) out << "dipu: fallback to cpu: " << name << (dump > 0 ? "\n" : "");
+  if (dump > 0) {
+    std::string n = name.name.rfind("aten::", 0) == 0 ? name.name.substr(6) : name.name;
+    out << "[" << n << (name.overload_name.empty() ? "" : ".") << name.overload_name
+        << "]: dipu_fallback";
+  }
   if (dump >= 2) {
     const auto& args = op.schema().arguments();
     size_t n = args.size();
@@ -229,6 +238,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
 }
 
 }  // namespace
+
+void dipu_fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  dipu_fallback(op, stack);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&dipu_fallback>());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common.h"
+#include "diopi.h"
 #include "generator.h"
 
 namespace torch_dipu {
@@ -152,6 +153,15 @@ PYBIND11_MODULE(_C, m) {
           DIPU_CHECK(dipu_stream_from_pool(device, high ? 1 : 0, &s));
           return py::make_tuple(static_cast<int64_t>(s.id), s.device);
         }));
+  m.def("_diopi_init", torch::wrap_pybind_function([] { diopi::init(); }));
+  m.def("_diopi_library", [] {
+    return py::make_tuple(diopi::library_path(), diopi::open_error());
+  });
+  m.def("_diopi_ops", [] {
+    py::list out;
+    for (const auto& r : diopi::records()) out.append(py::make_tuple(r.aten, r.diopi, r.path));
+    return out;
+  });
   m.def("_synchronize", torch::wrap_pybind_function([](int32_t d) {
           DIPU_CHECK(dipu_device_synchronize(d));
         }));

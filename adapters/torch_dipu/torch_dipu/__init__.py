@@ -12,6 +12,9 @@ import os
 import torch
 
 from . import _C  # noqa: F401  (registers the kernels, guard, allocators and hooks)
+
+# Opens the DIOPI kernel library and registers the ops it has (docs/torch.md).
+_C._diopi_init()
 from . import dipu
 from . import distributed  # noqa: F401  (registers the "dicl" backend)
 
