@@ -11,8 +11,12 @@
 //! runtime; the C entry points live in `ops` (built only outside `cargo
 //! test` of this crate, since their diopirt symbols come from the runtime).
 
+pub mod conv;
 pub mod elementwise;
+pub mod loss;
 pub mod matmul;
+pub mod norm;
+pub mod pool;
 pub mod reduce;
 pub mod types;
 pub mod view;
