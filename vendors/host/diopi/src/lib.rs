@@ -13,10 +13,13 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod index;
 pub mod loss;
 pub mod matmul;
 pub mod norm;
+pub mod optim;
 pub mod pool;
+pub mod random;
 pub mod reduce;
 pub mod types;
 pub mod view;
