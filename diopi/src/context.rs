@@ -193,10 +193,7 @@ impl Drop for DiopiContext {
         // Host memory goes after the work queued on the stream so far.
         let slot = Arc::new(Mutex::new(Some(owned)));
         let queued = Arc::clone(&slot);
-        let result = launch_host_func(
-            self.stream,
-            Box::new(move || drop(queued.lock().take())),
-        );
+        let result = launch_host_func(self.stream, Box::new(move || drop(queued.lock().take())));
         if result.is_err() {
             if let Err(e) = self.stream.synchronize() {
                 report_launch_error("diopi context destroy: synchronizing the stream", &e);

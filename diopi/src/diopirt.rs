@@ -43,7 +43,10 @@ unsafe fn d<'a>(th: ConstTensorHandle) -> Result<&'a TensorDesc> {
 /// # Safety
 /// `th` NULL or a descriptor; `pptr` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorData(th: TensorHandle, pptr: *mut *mut c_void) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorData(
+    th: TensorHandle,
+    pptr: *mut *mut c_void,
+) -> DiopiError {
     diopi_status("diopiGetTensorData", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -75,7 +78,10 @@ pub unsafe extern "C" fn diopiGetTensorDataConst(
 /// # Safety
 /// `th` NULL or a descriptor; `size` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorShape(th: ConstTensorHandle, size: *mut DiopiSize) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorShape(
+    th: ConstTensorHandle,
+    size: *mut DiopiSize,
+) -> DiopiError {
     diopi_status("diopiGetTensorShape", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -93,7 +99,10 @@ pub unsafe extern "C" fn diopiGetTensorShape(th: ConstTensorHandle, size: *mut D
 /// # Safety
 /// As for [`diopiGetTensorShape`].
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorStride(th: ConstTensorHandle, stride: *mut DiopiSize) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorStride(
+    th: ConstTensorHandle,
+    stride: *mut DiopiSize,
+) -> DiopiError {
     diopi_status("diopiGetTensorStride", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -111,7 +120,10 @@ pub unsafe extern "C" fn diopiGetTensorStride(th: ConstTensorHandle, stride: *mu
 /// # Safety
 /// `th` NULL or a descriptor; `dtype` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorDtype(th: ConstTensorHandle, dtype: *mut Dtype) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorDtype(
+    th: ConstTensorHandle,
+    dtype: *mut Dtype,
+) -> DiopiError {
     diopi_status("diopiGetTensorDtype", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -125,7 +137,10 @@ pub unsafe extern "C" fn diopiGetTensorDtype(th: ConstTensorHandle, dtype: *mut 
 /// # Safety
 /// `th` NULL or a descriptor; `device` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorDevice(th: ConstTensorHandle, device: *mut DiopiDevice) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorDevice(
+    th: ConstTensorHandle,
+    device: *mut DiopiDevice,
+) -> DiopiError {
     diopi_status("diopiGetTensorDevice", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -163,7 +178,10 @@ pub unsafe extern "C" fn diopiGetTensorNumel(th: ConstTensorHandle, numel: *mut 
 /// # Safety
 /// `th` NULL or a descriptor; `elemsize` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorElemSize(th: ConstTensorHandle, elemsize: *mut i64) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorElemSize(
+    th: ConstTensorHandle,
+    elemsize: *mut i64,
+) -> DiopiError {
     diopi_status("diopiGetTensorElemSize", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -180,7 +198,10 @@ pub unsafe extern "C" fn diopiGetTensorElemSize(th: ConstTensorHandle, elemsize:
 /// # Safety
 /// `th` NULL or a descriptor; `ptr` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorStoragePtr(th: ConstTensorHandle, ptr: *mut *mut c_void) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorStoragePtr(
+    th: ConstTensorHandle,
+    ptr: *mut *mut c_void,
+) -> DiopiError {
     diopi_status("diopiGetTensorStoragePtr", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -194,7 +215,10 @@ pub unsafe extern "C" fn diopiGetTensorStoragePtr(th: ConstTensorHandle, ptr: *m
 /// # Safety
 /// `th` NULL or a descriptor; `offset` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorStorageOffset(th: ConstTensorHandle, offset: *mut i64) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorStorageOffset(
+    th: ConstTensorHandle,
+    offset: *mut i64,
+) -> DiopiError {
     diopi_status("diopiGetTensorStorageOffset", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -208,7 +232,10 @@ pub unsafe extern "C" fn diopiGetTensorStorageOffset(th: ConstTensorHandle, offs
 /// # Safety
 /// `th` NULL or a descriptor; `nbytes` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorStorageNbytes(th: ConstTensorHandle, nbytes: *mut usize) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorStorageNbytes(
+    th: ConstTensorHandle,
+    nbytes: *mut usize,
+) -> DiopiError {
     diopi_status("diopiGetTensorStorageNbytes", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
@@ -222,12 +249,16 @@ pub unsafe extern "C" fn diopiGetTensorStorageNbytes(th: ConstTensorHandle, nbyt
 /// # Safety
 /// `th` NULL or a descriptor; `index` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetTensorDeviceIndex(th: ConstTensorHandle, index: *mut i8) -> DiopiError {
+pub unsafe extern "C" fn diopiGetTensorDeviceIndex(
+    th: ConstTensorHandle,
+    index: *mut i8,
+) -> DiopiError {
     diopi_status("diopiGetTensorDeviceIndex", || {
         // SAFETY: the caller's contract.
         let t = unsafe { d(th) }?;
-        let i = i8::try_from(t.device)
-            .map_err(|_| Error::invalid_argument(format!("device {} does not fit int8", t.device)))?;
+        let i = i8::try_from(t.device).map_err(|_| {
+            Error::invalid_argument(format!("device {} does not fit int8", t.device))
+        })?;
         // SAFETY: the caller's contract.
         unsafe { write_out(index, "pDevIndex", i) }
     })
@@ -253,7 +284,10 @@ pub unsafe extern "C" fn diopiGetCurrentDeviceIndex(index: *mut i8) -> DiopiErro
 /// # Safety
 /// `th` NULL or a descriptor; `sparse` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiIsTensorSparse(th: ConstTensorHandle, sparse: *mut bool) -> DiopiError {
+pub unsafe extern "C" fn diopiIsTensorSparse(
+    th: ConstTensorHandle,
+    sparse: *mut bool,
+) -> DiopiError {
     diopi_status("diopiIsTensorSparse", || {
         // SAFETY: the caller's contract.
         unsafe { d(th) }?;
@@ -273,19 +307,28 @@ fn not_sparse(name: &str) -> DiopiError {
 
 /// Not available: descriptors are dense (`diopiErrorOccurred`).
 #[no_mangle]
-pub extern "C" fn diopiGetTensorCrowIndices(_th: ConstTensorHandle, _out: *mut ConstTensorHandle) -> DiopiError {
+pub extern "C" fn diopiGetTensorCrowIndices(
+    _th: ConstTensorHandle,
+    _out: *mut ConstTensorHandle,
+) -> DiopiError {
     not_sparse("diopiGetTensorCrowIndices")
 }
 
 /// Not available: descriptors are dense (`diopiErrorOccurred`).
 #[no_mangle]
-pub extern "C" fn diopiGetTensorColIndices(_th: ConstTensorHandle, _out: *mut ConstTensorHandle) -> DiopiError {
+pub extern "C" fn diopiGetTensorColIndices(
+    _th: ConstTensorHandle,
+    _out: *mut ConstTensorHandle,
+) -> DiopiError {
     not_sparse("diopiGetTensorColIndices")
 }
 
 /// Not available: descriptors are dense (`diopiErrorOccurred`).
 #[no_mangle]
-pub extern "C" fn diopiGetTensorValues(_th: ConstTensorHandle, _out: *mut ConstTensorHandle) -> DiopiError {
+pub extern "C" fn diopiGetTensorValues(
+    _th: ConstTensorHandle,
+    _out: *mut ConstTensorHandle,
+) -> DiopiError {
     not_sparse("diopiGetTensorValues")
 }
 
@@ -294,7 +337,10 @@ pub extern "C" fn diopiGetTensorValues(_th: ConstTensorHandle, _out: *mut ConstT
 /// # Safety
 /// `stream` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiGetStream(ctx: *mut DiopiContext, stream: *mut *mut c_void) -> DiopiError {
+pub unsafe extern "C" fn diopiGetStream(
+    ctx: *mut DiopiContext,
+    stream: *mut *mut c_void,
+) -> DiopiError {
     diopi_status("diopiGetStream", || {
         let c = context_get(ctx)?;
         // SAFETY: the caller's contract.
@@ -344,7 +390,9 @@ pub unsafe extern "C" fn diopiRequireBuffer(
     diopi_status("diopiRequireBuffer", || {
         non_null(tensor, "tensor")?;
         if num_bytes < 0 {
-            return Err(Error::invalid_argument(format!("num_bytes {num_bytes} is negative")));
+            return Err(Error::invalid_argument(format!(
+                "num_bytes {num_bytes} is negative"
+            )));
         }
         let c = context_get(ctx)?;
         let h = c.require_tensor(&[num_bytes], None, Dtype::INT8, device)?;
@@ -450,14 +498,19 @@ struct Record {
 /// # Safety
 /// `name` NULL or a NUL-terminated string; `record` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn diopiRecordStart(name: *const c_char, record: *mut *mut c_void) -> DiopiError {
+pub unsafe extern "C" fn diopiRecordStart(
+    name: *const c_char,
+    record: *mut *mut c_void,
+) -> DiopiError {
     diopi_status("diopiRecordStart", || {
         non_null(record, "record")?;
         let name = if name.is_null() {
             String::new()
         } else {
             // SAFETY: NUL-terminated by the caller's contract.
-            unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
         };
         let r = Box::into_raw(Box::new(Record {
             name,

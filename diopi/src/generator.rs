@@ -22,12 +22,15 @@ static HANDLES: Mutex<Option<HashMap<i32, &'static DiopiGenerator>>> = Mutex::ne
 pub fn generator(device: i32) -> Result<GeneratorHandle> {
     dipu_runtime::get()?.check_device(device)?;
     let mut handles = HANDLES.lock();
-    let g = *handles.get_or_insert_with(HashMap::new).entry(device).or_insert_with(|| {
-        Box::leak(Box::new(DiopiGenerator {
-            magic: GENERATOR_MAGIC,
-            device,
-        }))
-    });
+    let g = *handles
+        .get_or_insert_with(HashMap::new)
+        .entry(device)
+        .or_insert_with(|| {
+            Box::leak(Box::new(DiopiGenerator {
+                magic: GENERATOR_MAGIC,
+                device,
+            }))
+        });
     Ok(std::ptr::from_ref(g).cast_mut())
 }
 

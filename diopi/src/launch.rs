@@ -34,7 +34,10 @@ pub fn launch_host_func_raw(device: i32, raw: *mut c_void, f: HostCallback) -> R
         // stream; any other value is checked by the vendor, which rejects
         // handles it never made (documented precondition for vendors that
         // cannot: a stream from diopiGetStream).
-        unsafe { rt.api().launch_host_func(StreamHandle::from_raw(raw as u64), f) }
+        unsafe {
+            rt.api()
+                .launch_host_func(StreamHandle::from_raw(raw as u64), f)
+        }
     })
 }
 

@@ -35,13 +35,16 @@ mod library;
 mod tensor;
 mod types;
 
-pub use context::{context_create, context_destroy, context_get, Context, ContextHandle, DiopiContext};
+pub use context::{
+    context_create, context_destroy, context_get, Context, ContextHandle, DiopiContext,
+};
 pub use diopirt::keep_exports;
 pub use error::{last_runtime_error, set_error_sink};
 pub use generator::{generator, seed_and_offset, set_seed_and_offset};
 pub use launch::{dipu_launch_host_func_raw, launch_host_func, launch_host_func_raw};
 pub use library::{
-    close, current, open, open_default, require_current, search_places, KernelLibrary, ENV_LIBRARY,
+    close, current, open, open_default, require_current, search_places, KernelLibrary,
+    SearchPlaces, ENV_LIBRARY,
 };
 pub use tensor::{contiguous_strides, numel_of, span_of, OwnedTensor, TensorInfo};
 pub use types::{

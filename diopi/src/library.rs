@@ -150,7 +150,10 @@ pub fn open_default() -> Result<Arc<KernelLibrary>> {
         let path = PathBuf::from(path);
         return open(&path).map_err(|e| e.context(format!("{ENV_LIBRARY}={}", path.display())));
     }
-    let (names, places) = search_places()?;
+    let SearchPlaces {
+        names,
+        dirs: places,
+    } = search_places()?;
     for name in &names {
         for (dir, _) in &places {
             let candidate = dir.join(name);
@@ -173,8 +176,17 @@ pub fn open_default() -> Result<Arc<KernelLibrary>> {
     ))
 }
 
+/// Where [`open_default`] looks when `DIPU_DIOPI_LIBRARY` is not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchPlaces {
+    /// File names, in order of preference.
+    pub names: Vec<String>,
+    /// Directories, in order, each with why it is searched.
+    pub dirs: Vec<(PathBuf, &'static str)>,
+}
+
 /// The file names and the directories (with why each) of the search.
-pub fn search_places() -> Result<(Vec<String>, Vec<(PathBuf, &'static str)>)> {
+pub fn search_places() -> Result<SearchPlaces> {
     let rt = dipu_runtime::get()?;
     let names = vec![
         format!("libdiopi_impl_{}.so", rt.vendor_name()),
@@ -191,7 +203,10 @@ pub fn search_places() -> Result<(Vec<String>, Vec<(PathBuf, &'static str)>)> {
     match rt.vendor_origin() {
         VendorOrigin::File(plugin) => {
             let plugin = std::path::absolute(plugin).unwrap_or_else(|_| plugin.clone());
-            add(plugin.parent().map(Path::to_owned), "beside the vendor plugin");
+            add(
+                plugin.parent().map(Path::to_owned),
+                "beside the vendor plugin",
+            );
         }
         _ => {
             add(
@@ -206,7 +221,10 @@ pub fn search_places() -> Result<(Vec<String>, Vec<(PathBuf, &'static str)>)> {
             );
         }
     }
-    Ok((names, places))
+    Ok(SearchPlaces {
+        names,
+        dirs: places,
+    })
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -254,8 +272,12 @@ fn promote_runtime_symbols() {
     // SAFETY: RTLD_NOLOAD never loads or initialises anything: it returns
     // the already loaded library with its flags upgraded. The handle is
     // kept open on purpose (the library holds this very code).
-    let handle =
-        unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    let handle = unsafe {
+        libc::dlopen(
+            c.as_ptr(),
+            libc::RTLD_NOLOAD | libc::RTLD_NOW | libc::RTLD_GLOBAL,
+        )
+    };
     if handle.is_null() {
         tracing::debug!("could not make {} RTLD_GLOBAL", object.display());
     }
@@ -290,7 +312,10 @@ fn load(path: &Path) -> Result<KernelLibrary> {
             }
             Err(Error::new(
                 ErrorKind::NotAVendor,
-                format!("cannot load DIOPI kernel library {}: {text}", path.display()),
+                format!(
+                    "cannot load DIOPI kernel library {}: {text}",
+                    path.display()
+                ),
             ))
         }
     }

@@ -19,28 +19,27 @@ pub fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
 /// Elements of a tensor of `shape` (1 for a 0-dim tensor); `None` when
 /// a size is negative or the product overflows.
 pub fn numel_of(shape: &[i64]) -> Option<i64> {
-    shape.iter().try_fold(1i64, |n, &s| {
-        if s < 0 {
-            None
-        } else {
-            n.checked_mul(s)
-        }
-    })
+    shape
+        .iter()
+        .try_fold(1i64, |n, &s| if s < 0 { None } else { n.checked_mul(s) })
 }
 
 /// Elements spanned from element 0 to the last element (inclusive) of a
 /// tensor of `shape` and `strides`: `1 + Σ (size_i - 1)·stride_i`, 0 for
 /// an empty tensor. `None` for a negative stride or an overflow.
 pub fn span_of(shape: &[i64], strides: &[i64]) -> Option<i64> {
-    if shape.iter().any(|&s| s == 0) {
+    if shape.contains(&0) {
         return Some(0);
     }
-    shape.iter().zip(strides).try_fold(1i64, |acc, (&size, &stride)| {
-        if stride < 0 || size < 0 {
-            return None;
-        }
-        acc.checked_add((size - 1).checked_mul(stride)?)
-    })
+    shape
+        .iter()
+        .zip(strides)
+        .try_fold(1i64, |acc, (&size, &stride)| {
+            if stride < 0 || size < 0 {
+                return None;
+            }
+            acc.checked_add((size - 1).checked_mul(stride)?)
+        })
 }
 
 /// What a descriptor says, checked and copied out of it.
@@ -412,7 +411,10 @@ mod tests {
         d.magic = 0xdead_beef;
         // SAFETY: a readable local descriptor.
         let err = unsafe { TensorInfo::read(&d) }.unwrap_err();
-        assert!(err.message().contains("not a dipu-rs tensor descriptor"), "{err}");
+        assert!(
+            err.message().contains("not a dipu-rs tensor descriptor"),
+            "{err}"
+        );
         // SAFETY: NULL is allowed.
         assert!(unsafe { TensorInfo::read(std::ptr::null()) }.is_err());
     }

@@ -12,7 +12,9 @@ use dipu_runtime::{Error, Result};
 use parking_lot::Mutex;
 
 use crate::handles::c_str;
-use crate::status::{dipu_status, ffi_boundary, non_null, set_last_error, write_c_string, write_out};
+use crate::status::{
+    dipu_status, ffi_boundary, non_null, set_last_error, write_c_string, write_out,
+};
 use crate::stream::{self, dipu_stream};
 
 /// Routes the messages of the diopirt functions and of
@@ -96,7 +98,10 @@ pub unsafe extern "C" fn dipu_diopi_library_path(
 /// `name` must be NULL or a NUL-terminated string, `out` NULL or valid for
 /// writing a pointer.
 #[no_mangle]
-pub unsafe extern "C" fn dipu_diopi_lookup(name: *const c_char, out: *mut *mut c_void) -> dipu_status {
+pub unsafe extern "C" fn dipu_diopi_lookup(
+    name: *const c_char,
+    out: *mut *mut c_void,
+) -> dipu_status {
     ffi_boundary!("dipu_diopi_lookup", {
         non_null(out, "out")?;
         // SAFETY: forwarded caller's contract.
@@ -260,7 +265,10 @@ pub extern "C" fn dipu_diopi_tensor_destroy(tensor: *mut TensorDesc) -> dipu_sta
 /// # Safety
 /// `out` must be NULL or valid for writing a pointer.
 #[no_mangle]
-pub unsafe extern "C" fn dipu_diopi_generator(device: i32, out: *mut *mut DiopiGenerator) -> dipu_status {
+pub unsafe extern "C" fn dipu_diopi_generator(
+    device: i32,
+    out: *mut *mut DiopiGenerator,
+) -> dipu_status {
     ffi_boundary!("dipu_diopi_generator", {
         non_null(out, "out")?;
         let g = dipu_diopi::generator(device)?;
