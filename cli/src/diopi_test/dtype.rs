@@ -68,11 +68,6 @@ impl Dtype {
         matches!(self, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64)
     }
 
-    /// Whether it is float16 or bfloat16 (diopi_test's "half" tolerances).
-    pub(crate) fn is_half(self) -> bool {
-        matches!(self, Dtype::F16 | Dtype::Bf16)
-    }
-
     /// diopi_test's default `(atol, rtol)`: 1e-5 both, 1e-2/5e-2 for half
     /// types; integer and bool results must be exact.
     pub(crate) fn tolerance(self) -> (f64, f64) {

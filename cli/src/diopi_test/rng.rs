@@ -7,6 +7,7 @@ pub(crate) struct Rng(u64);
 
 impl Rng {
     /// A generator seeded with `seed`.
+    #[cfg(test)]
     pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }

@@ -65,13 +65,6 @@ impl HostTensor {
         HostTensor::new(dtype, &self.shape, self.data.clone())
     }
 
-    /// The value at the multi-index `idx`.
-    pub(crate) fn at(&self, idx: &[usize]) -> f64 {
-        let strides = contiguous_strides(&self.shape);
-        let off: i64 = idx.iter().zip(&strides).map(|(&i, &s)| i as i64 * s).sum();
-        self.data[off as usize]
-    }
-
     /// A short description: `float32[2, 3]`.
     pub(crate) fn describe(&self) -> String {
         format!("{}{:?}", self.dtype.name(), self.shape)

@@ -170,7 +170,7 @@ mod tests {
     #[test]
     fn activations() {
         assert!(close(gelu(1.0, false), 0.841_344_746_068_542_9, 1e-14));
-        assert!(close(gelu(1.0, true), 0.841_191_990_623_847_2, 1e-12));
+        assert!(close(gelu(1.0, true), 0.841_191_990_608_276_8, 1e-12));
         assert!(close(silu(1.0), 0.731_058_578_630_004_9, 1e-14));
         for x in [-2.0, -0.3, 0.7, 1.9] {
             for t in [false, true] {
