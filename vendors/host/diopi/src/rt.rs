@@ -18,6 +18,8 @@ extern "C" {
     fn diopiGetTensorDeviceIndex(th: ConstTensorHandle, idx: *mut i8) -> i32;
     fn diopiGetCurrentDeviceIndex(idx: *mut i8) -> i32;
     fn diopiGetStream(ctx: ContextHandle, stream: *mut StreamHandle) -> i32;
+    fn diopiGetTensorDevice(th: ConstTensorHandle, device: *mut i32) -> i32;
+    fn diopiRequireTensor(ctx: ContextHandle, out: *mut TensorHandle, size: *const DiopiSize, stride: *const DiopiSize, dtype: i32, device: i32) -> i32;
     fn diopiGeneratorGetSeedAndOffset(g: *const DiopiGenerator, seed: *mut u64, offset: *mut u64) -> i32;
     fn diopiGeneratorSetSeedAndOffset(g: GeneratorHandle, seed: u64, offset: u64) -> i32;
     fn dipu_launch_host_func_raw(
@@ -261,4 +263,21 @@ pub unsafe fn tensor_mut(h: TensorHandle, name: &str) -> R<TView> {
     check(unsafe { diopiGetTensorData(h, &mut p) }, "diopiGetTensorData")?;
     v.ptr = p as *mut u8;
     Ok(v)
+}
+
+/// A new tensor owned by `ctx` (lives as long as the context) of the given
+/// shape, strides, dtype, on the device of `like`.
+///
+/// # Safety
+/// `ctx` and `like` are framework handles.
+pub unsafe fn require_tensor(ctx: ContextHandle, like: ConstTensorHandle, shape: &[i64], strides: &[i64], dt: i32) -> R<TensorHandle> {
+    let mut dev = DEVICE_DEVICE;
+    // SAFETY: framework handle; out-pointer is a local.
+    check(unsafe { diopiGetTensorDevice(like, &mut dev) }, "diopiGetTensorDevice")?;
+    let size = DiopiSize { data: shape.as_ptr(), len: shape.len() as i64 };
+    let stride = DiopiSize { data: strides.as_ptr(), len: strides.len() as i64 };
+    let mut out: TensorHandle = std::ptr::null_mut();
+    // SAFETY: the size/stride arrays live across the call.
+    check(unsafe { diopiRequireTensor(ctx, &mut out, &size, &stride, dt, dev) }, "diopiRequireTensor")?;
+    Ok(out)
 }

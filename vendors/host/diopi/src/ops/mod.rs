@@ -3,6 +3,9 @@
 use crate::rt;
 use std::ffi::c_char;
 
+mod linalg;
+mod misc;
+mod nn;
 mod pointwise;
 
 /// "host": the vendor this library serves.
