@@ -9,7 +9,14 @@ use std::process::Command;
 fn dipu(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dipu"));
     cmd.args(args);
-    for var in ["DIPU_VENDOR", "DIPU_VENDOR_PATH", "DIPU_LOG", "DIPU_DIOPI_LIBRARY", "DIPU_HOST_DEVICES", "DIPU_HOST_MEMORY"] {
+    for var in [
+        "DIPU_VENDOR",
+        "DIPU_VENDOR_PATH",
+        "DIPU_LOG",
+        "DIPU_DIOPI_LIBRARY",
+        "DIPU_HOST_DEVICES",
+        "DIPU_HOST_MEMORY",
+    ] {
         cmd.env_remove(var);
     }
     cmd
@@ -42,33 +49,58 @@ fn host_library() -> PathBuf {
 /// The JSON object of op `name` in a `--json` report (text from its
 /// `{"name":` to the next op's).
 fn op_json<'a>(json: &'a str, name: &str) -> &'a str {
-    let start = json.find(&format!("{{\"name\":\"{name}\"")).unwrap_or_else(|| panic!("{name} not in {json}"));
+    let start = json
+        .find(&format!("{{\"name\":\"{name}\""))
+        .unwrap_or_else(|| panic!("{name} not in {json}"));
     let rest = &json[start + 1..];
-    let end = rest.find("{\"name\":").map_or(json.len(), |e| start + 1 + e);
+    let end = rest
+        .find("{\"name\":")
+        .map_or(json.len(), |e| start + 1 + e);
     &json[start..end]
 }
 
 #[test]
 fn host_library_passes_every_op_it_has() {
     let lib = host_library();
-    let (code, out, err) = run(&mut dipu(&["diopi-test", "--library", lib.to_str().expect("utf-8 path")]));
-    let summary = out.lines().rev().find(|l| l.contains(" passed, ")).unwrap_or_else(|| panic!("no summary\n{out}\n{err}"));
+    let (code, out, err) = run(&mut dipu(&[
+        "diopi-test",
+        "--library",
+        lib.to_str().expect("utf-8 path"),
+    ]));
+    let summary = out
+        .lines()
+        .rev()
+        .find(|l| l.contains(" passed, "))
+        .unwrap_or_else(|| panic!("no summary\n{out}\n{err}"));
     println!("{summary}");
-    let missing: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("missing ")).collect();
+    let missing: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("missing "))
+        .collect();
     println!("{} ops not in the host library:", missing.len());
     for m in &missing {
         println!("{m}");
     }
     assert_eq!(code, 0, "failures on the host library:\n{out}\n{err}");
     assert!(summary.contains(" 0 failed"), "{summary}");
-    let passed: usize = summary.split(' ').next().and_then(|n| n.parse().ok()).expect("a count first");
+    let passed: usize = summary
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a count first");
     assert!(passed >= 20, "only {passed} ops passed: the host library should have at least its elementwise ops\n{out}");
     // Every missing op is named in the closing list too.
     if !missing.is_empty() {
-        let list = out.lines().find(|l| l.starts_with("not in library: ")).expect("the list of missing ops");
+        let list = out
+            .lines()
+            .find(|l| l.starts_with("not in library: "))
+            .expect("the list of missing ops");
         for m in &missing {
             let name = m.split_whitespace().nth(1).expect("name");
-            assert!(list.split_whitespace().any(|n| n == name), "{name} not listed in {list}");
+            assert!(
+                list.split_whitespace().any(|n| n == name),
+                "{name} not listed in {list}"
+            );
         }
     }
 }
@@ -77,20 +109,55 @@ fn host_library_passes_every_op_it_has() {
 fn filter_json_and_bad_arguments() {
     let lib = host_library();
     let lib = lib.to_str().expect("utf-8 path");
-    let (code, out, err) = run(&mut dipu(&["diopi-test", "--library", lib, "--filter", "^(Add|Relu)$", "--json"]));
+    let (code, out, err) = run(&mut dipu(&[
+        "diopi-test",
+        "--library",
+        lib,
+        "--filter",
+        "^(Add|Relu)$",
+        "--json",
+    ]));
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.starts_with('{') && out.trim_end().ends_with('}'), "{out}");
+    assert!(
+        out.starts_with('{') && out.trim_end().ends_with('}'),
+        "{out}"
+    );
     assert!(out.contains("\"failed\":0"), "{out}");
-    assert!(op_json(&out, "diopiAdd").contains("\"status\":\"passed\""), "{out}");
-    assert!(op_json(&out, "diopiRelu").contains("\"status\":\"passed\""), "{out}");
-    assert!(!out.contains("diopiAddInp"), "the filter is anchored by the caller: {out}");
+    assert!(
+        op_json(&out, "diopiAdd").contains("\"status\":\"passed\""),
+        "{out}"
+    );
+    assert!(
+        op_json(&out, "diopiRelu").contains("\"status\":\"passed\""),
+        "{out}"
+    );
+    assert!(
+        !out.contains("diopiAddInp"),
+        "the filter is anchored by the caller: {out}"
+    );
 
-    let (code, _, err) = run(&mut dipu(&["diopi-test", "--library", lib, "--filter", "NoSuchOp"]));
+    let (code, _, err) = run(&mut dipu(&[
+        "diopi-test",
+        "--library",
+        lib,
+        "--filter",
+        "NoSuchOp",
+    ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("selects no op"), "{err}");
-    let (code, _, err) = run(&mut dipu(&["diopi-test", "--library", lib, "--filter", "("]));
+    let (code, _, err) = run(&mut dipu(&[
+        "diopi-test",
+        "--library",
+        lib,
+        "--filter",
+        "(",
+    ]));
     assert_eq!(code, 2, "{err}");
-    let (code, _, err) = run(&mut dipu(&["diopi-test", "--library", "/nonexistent/libdiopi_impl.so"]));
+    let (code, _, err) = run(&mut dipu(&[
+        "diopi-test",
+        "--library",
+        "/nonexistent/libdiopi_impl.so",
+    ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/libdiopi_impl.so"), "{err}");
 }
@@ -101,7 +168,9 @@ fn bad_library(dir: &Path) -> PathBuf {
     let out = dir.join("libdiopi_bad.so");
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&compiler)
-        .args(["-std=c11", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I"])
+        .args([
+            "-std=c11", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I",
+        ])
         .arg(root.join("../include"))
         .arg(root.join("tests/c/diopi_bad_kernels.c"))
         .args(["-lm", "-o"])
@@ -125,26 +194,54 @@ fn a_library_with_known_bugs_fails_where_it_should() {
         "--json",
     ]));
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(out.contains("\"passed\":0,\"failed\":5,\"not_in_library\":1"), "{out}");
-    assert!(op_json(&out, "diopiAdd").contains("\"status\":\"not in library\""), "{out}");
+    assert!(
+        out.contains("\"passed\":0,\"failed\":5,\"not_in_library\":1"),
+        "{out}"
+    );
+    assert!(
+        op_json(&out, "diopiAdd").contains("\"status\":\"not in library\""),
+        "{out}"
+    );
 
     let neg = op_json(&out, "diopiNeg");
-    assert!(neg.contains("returned diopiErrorOccurred (1): bad kernels: Neg always fails"), "{neg}");
+    assert!(
+        neg.contains("returned diopiErrorOccurred (1): bad kernels: Neg always fails"),
+        "{neg}"
+    );
 
     // Abs ignores strides: contiguous float32 runs pass, strided ones fail.
     let abs = op_json(&out, "diopiAbs");
-    assert!(abs.contains("\"variant\":\"strided inputs\"") && abs.contains("\"variant\":\"strided outputs\""), "{abs}");
-    assert!(!abs.contains("\"case\":\"float32[3, 4] -> float32[3, 4]\",\"variant\":\"contiguous\""), "{abs}");
+    assert!(
+        abs.contains("\"variant\":\"strided inputs\"")
+            && abs.contains("\"variant\":\"strided outputs\""),
+        "{abs}"
+    );
+    assert!(
+        !abs.contains("\"case\":\"float32[3, 4] -> float32[3, 4]\",\"variant\":\"contiguous\""),
+        "{abs}"
+    );
 
     let sqrt = op_json(&out, "diopiSqrt");
-    assert!(sqrt.contains("input argument 2 float32[3, 4] was modified"), "{sqrt}");
+    assert!(
+        sqrt.contains("input argument 2 float32[3, 4] was modified"),
+        "{sqrt}"
+    );
 
     let uniform = op_json(&out, "diopiUniformInp");
-    assert!(uniform.contains("the generator's offset did not advance"), "{uniform}");
-    assert!(!uniform.contains("\"variant\":\"contiguous\""), "the values themselves pass the statistical checks: {uniform}");
+    assert!(
+        uniform.contains("the generator's offset did not advance"),
+        "{uniform}"
+    );
+    assert!(
+        !uniform.contains("\"variant\":\"contiguous\""),
+        "the values themselves pass the statistical checks: {uniform}"
+    );
 
     // Relu is right for float32 (strided, 0-dim, empty, aliased, other
     // stream) and fails only the half types it does not support.
     let relu = op_json(&out, "diopiRelu");
-    assert!(relu.contains("\"status\":\"failed\"") && !relu.contains("float32"), "{relu}");
+    assert!(
+        relu.contains("\"status\":\"failed\"") && !relu.contains("float32"),
+        "{relu}"
+    );
 }

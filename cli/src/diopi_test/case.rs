@@ -108,8 +108,6 @@ pub(crate) struct Case {
     pub(crate) args: Vec<Arg>,
     /// Expected final values of output / in-place tensors (by index).
     pub(crate) expected: Vec<(usize, HostTensor)>,
-    /// `(atol, rtol)` when not the output dtype's default.
-    pub(crate) tol: Option<(f64, f64)>,
     /// How to check the result.
     pub(crate) check: Check,
     /// An `(output, input)` pair that may share storage in an aliasing run.
@@ -128,7 +126,6 @@ impl Case {
             tensors: Vec::new(),
             args: Vec::new(),
             expected: Vec::new(),
-            tol: None,
             check: Check::Values,
             alias: None,
             strided: true,
@@ -179,15 +176,10 @@ impl Case {
         self
     }
 
-    /// Sets the tolerance.
-    pub(crate) fn tol(mut self, atol: f64, rtol: f64) -> Case {
-        self.tol = Some((atol, rtol));
-        self
-    }
-
-    /// The tolerance for expected tensor of dtype `dt`.
+    /// The tolerance for an expected tensor of dtype `dt`: diopi_test's
+    /// defaults, never loosened per case.
     pub(crate) fn tolerance(&self, dt: Dtype) -> (f64, f64) {
-        self.tol.unwrap_or_else(|| dt.tolerance())
+        dt.tolerance()
     }
 }
 

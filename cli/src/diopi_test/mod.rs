@@ -53,20 +53,28 @@ pub(crate) struct DiopiTestArgs {
 /// Runs the ops the filter selects and prints the report; fails with
 /// [`Failure::ChecksFailed`] when any op failed.
 pub(crate) fn run(args: &DiopiTestArgs) -> Result<(), Failure> {
-    let filter = match &args.filter {
-        Some(f) => Some(regex_automata::meta::Regex::new(f).map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("--filter {f:?}: {e}")))?),
-        None => None,
-    };
+    let filter =
+        match &args.filter {
+            Some(f) => Some(regex_automata::meta::Regex::new(f).map_err(|e| {
+                Error::new(ErrorKind::InvalidArgument, format!("--filter {f:?}: {e}"))
+            })?),
+            None => None,
+        };
     let ops: Vec<ops::Op> = ops::all()
         .into_iter()
         .filter(|op| {
-            filter.as_ref().is_none_or(|re| re.is_match(op.name) || re.is_match(op.name.trim_start_matches("diopi")))
+            filter.as_ref().is_none_or(|re| {
+                re.is_match(op.name) || re.is_match(op.name.trim_start_matches("diopi"))
+            })
         })
         .collect();
     if ops.is_empty() {
         return Err(Failure::Error(Error::new(
             ErrorKind::InvalidArgument,
-            format!("--filter {:?} selects no op; names look like diopiAdd", args.filter.as_deref().unwrap_or("")),
+            format!(
+                "--filter {:?} selects no op; names look like diopiAdd",
+                args.filter.as_deref().unwrap_or("")
+            ),
         )));
     }
     let rt = dipu_runtime::get()?;

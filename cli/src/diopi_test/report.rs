@@ -68,7 +68,10 @@ impl Report {
     /// `N passed, M failed, K not in library`.
     pub(crate) fn summary(&self) -> String {
         let (p, f, m) = self.counts();
-        format!("{p} passed, {f} failed, {m} not in library ({:.2} s)", self.seconds)
+        format!(
+            "{p} passed, {f} failed, {m} not in library ({:.2} s)",
+            self.seconds
+        )
     }
 
     /// The table: one line per operator, failures indented under it.
@@ -78,23 +81,42 @@ impl Report {
         for op in &self.ops {
             match &op.outcome {
                 Outcome::Passed => {
-                    let _ = writeln!(s, "  pass     {:<32} {} cases, {} runs", op.name, op.cases, op.runs);
+                    let _ = writeln!(
+                        s,
+                        "  pass     {:<32} {} cases, {} runs",
+                        op.name, op.cases, op.runs
+                    );
                 }
                 Outcome::Missing => {
                     let _ = writeln!(s, "  missing  {:<32} not in library", op.name);
                 }
                 Outcome::Failed(fails) => {
-                    let _ = writeln!(s, "  FAIL     {:<32} {} of {} runs failed", op.name, fails.len(), op.runs);
+                    let _ = writeln!(
+                        s,
+                        "  FAIL     {:<32} {} of {} runs failed",
+                        op.name,
+                        fails.len(),
+                        op.runs
+                    );
                     for f in fails.iter().take(SHOWN) {
                         let _ = writeln!(s, "           [{}] {}: {}", f.variant, f.case, f.message);
                     }
                     if fails.len() > SHOWN {
-                        let _ = writeln!(s, "           ... {} more (--json lists all)", fails.len() - SHOWN);
+                        let _ = writeln!(
+                            s,
+                            "           ... {} more (--json lists all)",
+                            fails.len() - SHOWN
+                        );
                     }
                 }
             }
         }
-        let missing: Vec<&str> = self.ops.iter().filter(|o| matches!(o.outcome, Outcome::Missing)).map(|o| o.name).collect();
+        let missing: Vec<&str> = self
+            .ops
+            .iter()
+            .filter(|o| matches!(o.outcome, Outcome::Missing))
+            .map(|o| o.name)
+            .collect();
         if !missing.is_empty() {
             let _ = writeln!(s, "not in library: {}", missing.join(" "));
         }
@@ -115,7 +137,14 @@ impl Report {
                 };
                 let fails: Vec<String> = fails
                     .iter()
-                    .map(|x| format!("{{\"case\":{},\"variant\":{},\"message\":{}}}", quote(&x.case), quote(x.variant), quote(&x.message)))
+                    .map(|x| {
+                        format!(
+                            "{{\"case\":{},\"variant\":{},\"message\":{}}}",
+                            quote(&x.case),
+                            quote(x.variant),
+                            quote(&x.message)
+                        )
+                    })
                     .collect();
                 format!(
                     "{{\"name\":{},\"status\":{},\"cases\":{},\"runs\":{},\"failures\":[{}]}}",
@@ -165,17 +194,44 @@ mod tests {
         let r = Report {
             library: "lib\"x\".so".into(),
             ops: vec![
-                OpResult { name: "diopiAdd", cases: 2, runs: 8, outcome: Outcome::Passed },
-                OpResult { name: "diopiMul", cases: 1, runs: 4, outcome: Outcome::Failed(vec![Failure { case: "f32".into(), variant: "contiguous", message: "bad\n".into() }]) },
-                OpResult { name: "diopiExp", cases: 0, runs: 0, outcome: Outcome::Missing },
+                OpResult {
+                    name: "diopiAdd",
+                    cases: 2,
+                    runs: 8,
+                    outcome: Outcome::Passed,
+                },
+                OpResult {
+                    name: "diopiMul",
+                    cases: 1,
+                    runs: 4,
+                    outcome: Outcome::Failed(vec![Failure {
+                        case: "f32".into(),
+                        variant: "contiguous",
+                        message: "bad\n".into(),
+                    }]),
+                },
+                OpResult {
+                    name: "diopiExp",
+                    cases: 0,
+                    runs: 0,
+                    outcome: Outcome::Missing,
+                },
             ],
             seconds: 0.5,
         };
         assert_eq!(r.summary(), "1 passed, 1 failed, 1 not in library (0.50 s)");
         let j = r.json();
-        assert!(j.starts_with("{\"library\":\"lib\\\"x\\\".so\",\"passed\":1,\"failed\":1,\"not_in_library\":1"), "{j}");
+        assert!(
+            j.starts_with(
+                "{\"library\":\"lib\\\"x\\\".so\",\"passed\":1,\"failed\":1,\"not_in_library\":1"
+            ),
+            "{j}"
+        );
         assert!(j.contains("\"message\":\"bad\\n\""), "{j}");
         let t = r.table();
-        assert!(t.contains("FAIL     diopiMul") && t.contains("not in library: diopiExp"), "{t}");
+        assert!(
+            t.contains("FAIL     diopiMul") && t.contains("not in library: diopiExp"),
+            "{t}"
+        );
     }
 }

@@ -6,7 +6,9 @@ use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use dipu_diopi::{self as diopi, DiopiScalar, DiopiSize, GeneratorHandle, KernelLibrary, OwnedTensor};
+use dipu_diopi::{
+    self as diopi, DiopiScalar, DiopiSize, GeneratorHandle, KernelLibrary, OwnedTensor,
+};
 use dipu_runtime::{DeviceBuffer, Runtime, Stream};
 
 use super::case::{Arg, Case, Check, Scalar};
@@ -89,7 +91,7 @@ fn gap_value(dt: Dtype) -> f64 {
 
 /// Whether tensor `i` is passed mutable somewhere.
 fn is_mutable(case: &Case, i: usize) -> bool {
-    case.args.iter().any(|a| *a == Arg::T(i))
+    case.args.contains(&Arg::T(i))
 }
 
 /// The 1-based argument position of tensor `i` (after the context).
@@ -103,7 +105,13 @@ fn position(case: &Case, i: usize) -> String {
 }
 
 /// Places tensor `i` of `case` on `stream` in `layout`.
-fn place(env: &Env, case: &Case, i: usize, layout: Layout, stream: Stream) -> Result<DevTensor, String> {
+fn place(
+    env: &Env,
+    case: &Case,
+    i: usize,
+    layout: Layout,
+    stream: Stream,
+) -> Result<DevTensor, String> {
     let t = &case.tensors[i];
     let place = Placement::new(&t.shape, layout);
     let mut vals = vec![gap_value(t.dtype); place.storage_len];
@@ -114,8 +122,12 @@ fn place(env: &Env, case: &Case, i: usize, layout: Layout, stream: Stream) -> Re
     for v in vals {
         t.dtype.encode(v, &mut image);
     }
-    let buf = env.rt.allocate(image.len().max(8), stream).map_err(|e| e.to_string())?;
-    buf.copy_from_host(&image, Some(stream)).map_err(|e| e.to_string())?;
+    let buf = env
+        .rt
+        .allocate(image.len().max(8), stream)
+        .map_err(|e| e.to_string())?;
+    buf.copy_from_host(&image, Some(stream))
+        .map_err(|e| e.to_string())?;
     let desc = OwnedTensor::new(
         diopi::Dtype(t.dtype.code()),
         0,
@@ -126,10 +138,20 @@ fn place(env: &Env, case: &Case, i: usize, layout: Layout, stream: Stream) -> Re
         Some(&place.strides),
     )
     .map_err(|e| format!("describing {}: {e}", t.describe()))?;
-    Ok(DevTensor { buf: Some(buf), place, image, desc, dtype: t.dtype, storage_of: i })
+    Ok(DevTensor {
+        buf: Some(buf),
+        place,
+        image,
+        desc,
+        dtype: t.dtype,
+        storage_of: i,
+    })
 }
 
 /// Lowered arguments and what they point at (kept alive for the call).
+/// The pointees are boxed: the arguments point at them while the vectors
+/// still grow.
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 struct Lowering {
     args: Vec<Lowered>,
@@ -146,10 +168,17 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
         let v = match a {
             Arg::T(i) => Lowered::Ptr(dev[*i].desc.handle().cast()),
             Arg::C(i) => Lowered::Ptr(dev[*i].desc.const_handle().cast_mut().cast()),
-            Arg::Null | Arg::OptS(None) | Arg::ZPtr(None) | Arg::OptI(None) => Lowered::Ptr(std::ptr::null_mut()),
+            Arg::Null | Arg::OptS(None) | Arg::ZPtr(None) | Arg::OptI(None) => {
+                Lowered::Ptr(std::ptr::null_mut())
+            }
             Arg::Tensors(ix) => {
-                l.arrays.push(ix.iter().map(|&i| dev[i].desc.const_handle()).collect());
-                Lowered::Ptr(l.arrays.last().map_or(std::ptr::null_mut(), |v| v.as_ptr().cast_mut().cast()))
+                l.arrays
+                    .push(ix.iter().map(|&i| dev[i].desc.const_handle()).collect());
+                Lowered::Ptr(
+                    l.arrays
+                        .last()
+                        .map_or(std::ptr::null_mut(), |v| v.as_ptr().cast_mut().cast()),
+                )
             }
             Arg::S(s) | Arg::OptS(Some(s)) => {
                 let s = match *s {
@@ -157,17 +186,23 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
                     Scalar::Int(i) => DiopiScalar::int(i),
                 };
                 l.scalars.push(Box::new(s));
-                Lowered::Ptr(l.scalars.last().map_or(std::ptr::null_mut(), |b| std::ptr::from_ref::<DiopiScalar>(b).cast_mut().cast()))
+                Lowered::Ptr(l.scalars.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<DiopiScalar>(b).cast_mut().cast()
+                }))
             }
             Arg::Z(v) => Lowered::Size(DiopiSize::from_slice(v)),
             Arg::ZPtr(Some(v)) => {
                 l.sizes.push(Box::new(DiopiSize::from_slice(v)));
-                Lowered::Ptr(l.sizes.last().map_or(std::ptr::null_mut(), |b| std::ptr::from_ref::<DiopiSize>(b).cast_mut().cast()))
+                Lowered::Ptr(l.sizes.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<DiopiSize>(b).cast_mut().cast()
+                }))
             }
             Arg::I(v) => Lowered::I64(*v),
             Arg::OptI(Some(v)) => {
                 l.ints.push(Box::new(*v));
-                Lowered::Ptr(l.ints.last().map_or(std::ptr::null_mut(), |b| std::ptr::from_ref::<i64>(b).cast_mut().cast()))
+                Lowered::Ptr(l.ints.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<i64>(b).cast_mut().cast()
+                }))
             }
             Arg::D(v) => Lowered::F64(*v),
             Arg::F(v) => Lowered::F32(*v),
@@ -175,7 +210,11 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
             Arg::E(v) => Lowered::Enum(*v),
             Arg::Str(s) => {
                 l.strings.push(CString::new(*s).map_err(|e| e.to_string())?);
-                Lowered::Ptr(l.strings.last().map_or(std::ptr::null_mut(), |c| c.as_ptr().cast_mut().cast()))
+                Lowered::Ptr(
+                    l.strings
+                        .last()
+                        .map_or(std::ptr::null_mut(), |c| c.as_ptr().cast_mut().cast()),
+                )
             }
             Arg::Gen => Lowered::Ptr(env.generator.cast()),
         };
@@ -186,9 +225,23 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
 
 /// Runs `case` once in `variant` and checks values, unchanged inputs and
 /// untouched gaps; returns every tensor's logical values read back.
-pub(crate) fn run_case(env: &Env, f: *const c_void, sig: &Sig, case: &Case, variant: Variant) -> Result<Vec<Vec<f64>>, String> {
-    let stream = if variant == Variant::OtherStream { env.side_stream } else { env.default_stream };
-    let alias = if variant == Variant::Alias { case.alias } else { None };
+pub(crate) fn run_case(
+    env: &Env,
+    f: *const c_void,
+    sig: &Sig,
+    case: &Case,
+    variant: Variant,
+) -> Result<Vec<Vec<f64>>, String> {
+    let stream = if variant == Variant::OtherStream {
+        env.side_stream
+    } else {
+        env.default_stream
+    };
+    let alias = if variant == Variant::Alias {
+        case.alias
+    } else {
+        None
+    };
     let mut dev: Vec<DevTensor> = Vec::with_capacity(case.tensors.len());
     for i in 0..case.tensors.len() {
         let mutable = is_mutable(case, i);
@@ -203,10 +256,28 @@ pub(crate) fn run_case(env: &Env, f: *const c_void, sig: &Sig, case: &Case, vari
         // The output's descriptor over the input's storage.
         let src = &dev[i];
         let t = &case.tensors[o];
-        let ptr = src.buf.as_ref().map_or(std::ptr::null_mut(), DeviceBuffer::as_ptr);
-        let desc = OwnedTensor::new(diopi::Dtype(t.dtype.code()), 0, ptr, src.image.len(), src.place.offset, &t.shape, Some(&src.place.strides))
-            .map_err(|e| e.to_string())?;
-        dev[o] = DevTensor { buf: None, place: src.place.clone(), image: src.image.clone(), desc, dtype: t.dtype, storage_of: i };
+        let ptr = src
+            .buf
+            .as_ref()
+            .map_or(std::ptr::null_mut(), DeviceBuffer::as_ptr);
+        let desc = OwnedTensor::new(
+            diopi::Dtype(t.dtype.code()),
+            0,
+            ptr,
+            src.image.len(),
+            src.place.offset,
+            &t.shape,
+            Some(&src.place.strides),
+        )
+        .map_err(|e| e.to_string())?;
+        dev[o] = DevTensor {
+            buf: None,
+            place: src.place.clone(),
+            image: src.image.clone(),
+            desc,
+            dtype: t.dtype,
+            storage_of: i,
+        };
     }
     let lowered = lower(env, case, &dev)?;
     let ctx = diopi::Context::new(stream).map_err(|e| format!("context: {e}"))?;
@@ -220,7 +291,10 @@ pub(crate) fn run_case(env: &Env, f: *const c_void, sig: &Sig, case: &Case, vari
     let rc = rc?;
     if rc != 0 {
         let msg = env.lib.last_error().unwrap_or_default();
-        return Err(format!("returned {} ({rc}): {msg}", diopi::DiopiError(rc).name()));
+        return Err(format!(
+            "returned {} ({rc}): {msg}",
+            diopi::DiopiError(rc).name()
+        ));
     }
     synced.map_err(|e| format!("synchronising the stream: {e}"))?;
     drop(lowered);
@@ -228,23 +302,42 @@ pub(crate) fn run_case(env: &Env, f: *const c_void, sig: &Sig, case: &Case, vari
     let mut values = Vec::with_capacity(dev.len());
     for (i, d) in dev.iter().enumerate() {
         let owner = &dev[d.storage_of];
-        let buf = owner.buf.as_ref().ok_or("aliased storage without a buffer")?;
+        let buf = owner
+            .buf
+            .as_ref()
+            .ok_or("aliased storage without a buffer")?;
         let mut bytes = vec![0u8; owner.image.len()];
-        buf.copy_to_host(&mut bytes, Some(stream)).map_err(|e| e.to_string())?;
+        buf.copy_to_host(&mut bytes, Some(stream))
+            .map_err(|e| e.to_string())?;
         let sz = d.dtype.size();
         let positions = d.place.positions(&case.tensors[i].shape);
-        values.push(positions.iter().map(|&p| d.dtype.decode(&bytes[p * sz..])).collect::<Vec<f64>>());
+        values.push(
+            positions
+                .iter()
+                .map(|&p| d.dtype.decode(&bytes[p * sz..]))
+                .collect::<Vec<f64>>(),
+        );
         let written = is_mutable(case, i) || alias.is_some_and(|(o, src)| src == i || o == i);
         if !written && bytes != d.image {
-            return Err(format!("input {} {} was modified", position(case, i), case.tensors[i].describe()));
+            return Err(format!(
+                "input {} {} was modified",
+                position(case, i),
+                case.tensors[i].describe()
+            ));
         }
         if written && d.place.storage_len > positions.len() {
             let mut inside = vec![false; d.place.storage_len];
             for &p in &positions {
                 inside[p] = true;
             }
-            if let Some(p) = (0..d.place.storage_len).find(|&p| !inside[p] && bytes[p * sz..][..sz] != d.image[p * sz..][..sz]) {
-                return Err(format!("{} {} written outside its strided view (storage element {p})", position(case, i), case.tensors[i].describe()));
+            if let Some(p) = (0..d.place.storage_len)
+                .find(|&p| !inside[p] && bytes[p * sz..][..sz] != d.image[p * sz..][..sz])
+            {
+                return Err(format!(
+                    "{} {} written outside its strided view (storage element {p})",
+                    position(case, i),
+                    case.tensors[i].describe()
+                ));
             }
         }
     }
@@ -259,7 +352,9 @@ pub(crate) fn run_case(env: &Env, f: *const c_void, sig: &Sig, case: &Case, vari
 /// The variants that make sense for `case`.
 fn variants(case: &Case) -> Vec<Variant> {
     let nonscalar = |i: usize| case.tensors[i].ndim() > 0 && case.tensors[i].numel() > 0;
-    let any = |want_mutable: bool| (0..case.tensors.len()).any(|i| is_mutable(case, i) == want_mutable && nonscalar(i));
+    let any = |want_mutable: bool| {
+        (0..case.tensors.len()).any(|i| is_mutable(case, i) == want_mutable && nonscalar(i))
+    };
     let mut v = vec![Variant::Contiguous];
     if case.strided && case.check == Check::Values && any(false) {
         v.push(Variant::StridedInputs);
@@ -276,7 +371,10 @@ fn variants(case: &Case) -> Vec<Variant> {
 
 /// Bit patterns of every mutable tensor's values (random-op runs).
 fn mutable_bits(case: &Case, vals: &[Vec<f64>]) -> Vec<Vec<u64>> {
-    (0..vals.len()).filter(|&i| is_mutable(case, i)).map(|i| vals[i].iter().map(|v| v.to_bits()).collect()).collect()
+    (0..vals.len())
+        .filter(|&i| is_mutable(case, i))
+        .map(|i| vals[i].iter().map(|v| v.to_bits()).collect())
+        .collect()
 }
 
 /// Same seed and offset give the same values; the offset advances; the
@@ -304,12 +402,20 @@ fn check_reproducible(env: &Env, f: *const c_void, sig: &Sig, case: &Case) -> Re
 
 /// A panic's message.
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into())
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
 }
 
 /// Builds and runs every case of `op`.
 pub(crate) fn run_op(env: &Env, op: &Op) -> OpResult {
-    let mut result = OpResult { name: op.name, cases: 0, runs: 0, outcome: Outcome::Missing };
+    let mut result = OpResult {
+        name: op.name,
+        cases: 0,
+        runs: 0,
+        outcome: Outcome::Missing,
+    };
     let Some(f) = env.lib.symbol(op.name) else {
         return result;
     };
@@ -318,14 +424,19 @@ pub(crate) fn run_op(env: &Env, op: &Op) -> OpResult {
     let cases = match catch_unwind(AssertUnwindSafe(|| (op.cases)(&mut Rng::for_op(op.name)))) {
         Ok(c) => c,
         Err(p) => {
-            fails.push(Failure { case: "(building cases)".into(), variant: "-", message: format!("runner panic: {}", panic_text(&*p)) });
+            fails.push(Failure {
+                case: "(building cases)".into(),
+                variant: "-",
+                message: format!("runner panic: {}", panic_text(&*p)),
+            });
             Vec::new()
         }
     };
     result.cases = cases.len();
     for case in &cases {
         let label = describe(case);
-        let mut plan: Vec<(Variant, bool)> = variants(case).into_iter().map(|v| (v, false)).collect();
+        let mut plan: Vec<(Variant, bool)> =
+            variants(case).into_iter().map(|v| (v, false)).collect();
         if case.check != Check::Values {
             plan.push((Variant::Contiguous, true));
         }
@@ -341,11 +452,19 @@ pub(crate) fn run_op(env: &Env, op: &Op) -> OpResult {
             .unwrap_or_else(|p| Err(format!("runner panic: {}", panic_text(&*p))));
             if let Err(message) = r {
                 let variant = if repro { "same seed twice" } else { v.name() };
-                fails.push(Failure { case: label.clone(), variant, message });
+                fails.push(Failure {
+                    case: label.clone(),
+                    variant,
+                    message,
+                });
             }
         }
     }
-    result.outcome = if fails.is_empty() { Outcome::Passed } else { Outcome::Failed(fails) };
+    result.outcome = if fails.is_empty() {
+        Outcome::Passed
+    } else {
+        Outcome::Failed(fails)
+    };
     result
 }
 

@@ -63,7 +63,15 @@ enum Form {
 
 /// A binary arithmetic op of `form`; `alpha` appends a scalar alpha (Add,
 /// Sub), `mode` a round mode (Div).
-fn binary(name: &'static str, form: Form, f: F2, alpha: bool, mode: Option<i32>, lo: f64, hi: f64) -> Op {
+fn binary(
+    name: &'static str,
+    form: Form,
+    f: F2,
+    alpha: bool,
+    mode: Option<i32>,
+    lo: f64,
+    hi: f64,
+) -> Op {
     let s = match (form, alpha, mode.is_some()) {
         (Form::Out, true, _) => sig!(T, C, C, S),
         (Form::Out, false, false) => sig!(T, C, C),
@@ -105,7 +113,11 @@ fn binary(name: &'static str, form: Form, f: F2, alpha: bool, mode: Option<i32>,
                     match form {
                         Form::Out | Form::Inp => {
                             // In place needs b to broadcast to a's shape.
-                            let sb = if matches!(form, Form::Inp) && sb.len() > sa.len() { sa.clone() } else { sb.clone() };
+                            let sb = if matches!(form, Form::Inp) && sb.len() > sa.len() {
+                                sa.clone()
+                            } else {
+                                sb.clone()
+                            };
                             let b = rand(rng, dt, &sb, lo, hi);
                             let expect = map(dt, &[&a, &b], |v| g(v[0], v[1]));
                             if matches!(form, Form::Out) {
@@ -151,7 +163,14 @@ fn binary(name: &'static str, form: Form, f: F2, alpha: bool, mode: Option<i32>,
 }
 
 /// The four forms of an op, named `base`, `baseInp`, `baseScalar`, `baseInpScalar`.
-fn four(names: [&'static str; 4], f: F2, alpha: bool, mode: Option<i32>, lo: f64, hi: f64) -> Vec<Op> {
+fn four(
+    names: [&'static str; 4],
+    f: F2,
+    alpha: bool,
+    mode: Option<i32>,
+    lo: f64,
+    hi: f64,
+) -> Vec<Op> {
     vec![
         binary(names[0], Form::Out, f, alpha, mode, lo, hi),
         binary(names[1], Form::Inp, f, alpha, mode, lo, hi),
@@ -166,7 +185,11 @@ fn compare(name: &'static str, scalar: bool, f: fn(f64, f64) -> bool) -> Op {
     op(name, s, move |rng| {
         let mut cases = Vec::new();
         for dt in [Dtype::F32, Dtype::F16, Dtype::I64] {
-            let pairs = if dt == Dtype::F32 { binary_shapes(dt) } else { vec![(vec![3, 4], vec![3, 4])] };
+            let pairs = if dt == Dtype::F32 {
+                binary_shapes(dt)
+            } else {
+                vec![(vec![3, 4], vec![3, 4])]
+            };
             for (sa, sb) in pairs {
                 let mut c = Case::new("");
                 let a = super::rand_int(rng, dt, &sa, -2, 3);
@@ -175,10 +198,16 @@ fn compare(name: &'static str, scalar: bool, f: fn(f64, f64) -> bool) -> Op {
                     let e = map(Dtype::Bool, &[&a], |v| f64::from(u8::from(f(v[0], b))));
                     c.output(e);
                     c.input(a);
-                    c.arg(Arg::S(if dt == Dtype::I64 { Scalar::Int(b as i64) } else { Scalar::Float(b) }));
+                    c.arg(Arg::S(if dt == Dtype::I64 {
+                        Scalar::Int(b as i64)
+                    } else {
+                        Scalar::Float(b)
+                    }));
                 } else {
                     let b = super::rand_int(rng, dt, &sb, -2, 3);
-                    let e = map(Dtype::Bool, &[&a, &b], |v| f64::from(u8::from(f(v[0], v[1]))));
+                    let e = map(Dtype::Bool, &[&a, &b], |v| {
+                        f64::from(u8::from(f(v[0], v[1])))
+                    });
                     c.output(e);
                     c.input(a);
                     c.input(b);
@@ -192,7 +221,11 @@ fn compare(name: &'static str, scalar: bool, f: fn(f64, f64) -> bool) -> Op {
 
 /// Activation backward `(gi, go, x) -> go * f'(x)` style ops: `f(go, x)`.
 fn backward(name: &'static str, f: F2, lo: f64, hi: f64, approx: Option<&'static str>) -> Op {
-    let s = if approx.is_some() { sig!(T, C, C, P) } else { sig!(T, C, C) };
+    let s = if approx.is_some() {
+        sig!(T, C, C, P)
+    } else {
+        sig!(T, C, C)
+    };
     op(name, s, move |rng| {
         let mut cases = Vec::new();
         for dt in FLOATS {
@@ -225,15 +258,23 @@ fn fill_copy_cast() -> Vec<Op> {
                     let x = rand(rng, dt, &shape, -1.0, 1.0);
                     let v = if dt == Dtype::I64 { 7.0 } else { 1.25 };
                     c.inplace(x, HostTensor::full(dt, &shape, v));
-                    c.arg(if dt == Dtype::I64 { Arg::S(Scalar::Int(7)) } else { sf(v) });
+                    c.arg(if dt == Dtype::I64 {
+                        Arg::S(Scalar::Int(7))
+                    } else {
+                        sf(v)
+                    });
                     c.label = format!("value={v}");
                     cases.push(c);
                 }
             }
             cases
         }),
-        op("diopiCopyInp", sig!(C, T), |rng: &mut Rng| cast_cases(rng, true)),
-        op("diopiCastDtype", sig!(T, C), |rng: &mut Rng| cast_cases(rng, false)),
+        op("diopiCopyInp", sig!(C, T), |rng: &mut Rng| {
+            cast_cases(rng, true)
+        }),
+        op("diopiCastDtype", sig!(T, C), |rng: &mut Rng| {
+            cast_cases(rng, false)
+        }),
     ]
 }
 
@@ -283,15 +324,87 @@ fn cast_cases(rng: &mut Rng, copy: bool) -> Vec<Case> {
 /// Every op of this group.
 pub(crate) fn ops() -> Vec<Op> {
     let mut v = fill_copy_cast();
-    v.extend(four(["diopiAdd", "diopiAddInp", "diopiAddScalar", "diopiAddInpScalar"], |a, b| a + b, true, None, -2.0, 2.0));
-    v.extend(four(["diopiSub", "diopiSubInp", "diopiSubScalar", "diopiSubInpScalar"], |a, b| a - b, true, None, -2.0, 2.0));
-    v.extend(four(["diopiMul", "diopiMulInp", "diopiMulScalar", "diopiMulInpScalar"], |a, b| a * b, false, None, -2.0, 2.0));
-    v.extend(four(["diopiDiv", "diopiDivInp", "diopiDivScalar", "diopiDivInpScalar"], |a, b| a / b, false, Some(0), 0.5, 3.0));
+    v.extend(four(
+        [
+            "diopiAdd",
+            "diopiAddInp",
+            "diopiAddScalar",
+            "diopiAddInpScalar",
+        ],
+        |a, b| a + b,
+        true,
+        None,
+        -2.0,
+        2.0,
+    ));
+    v.extend(four(
+        [
+            "diopiSub",
+            "diopiSubInp",
+            "diopiSubScalar",
+            "diopiSubInpScalar",
+        ],
+        |a, b| a - b,
+        true,
+        None,
+        -2.0,
+        2.0,
+    ));
+    v.extend(four(
+        [
+            "diopiMul",
+            "diopiMulInp",
+            "diopiMulScalar",
+            "diopiMulInpScalar",
+        ],
+        |a, b| a * b,
+        false,
+        None,
+        -2.0,
+        2.0,
+    ));
+    v.extend(four(
+        [
+            "diopiDiv",
+            "diopiDivInp",
+            "diopiDivScalar",
+            "diopiDivInpScalar",
+        ],
+        |a, b| a / b,
+        false,
+        Some(0),
+        0.5,
+        3.0,
+    ));
     v.push(pow_scalar(false));
     v.push(pow_scalar(true));
-    v.push(binary("diopiPowTensor", Form::Out, f64::powf, false, None, 0.5, 2.0));
-    v.push(binary("diopiMaximum", Form::Out, r::maximum, false, None, -2.0, 2.0));
-    v.push(binary("diopiMinimum", Form::Out, r::minimum, false, None, -2.0, 2.0));
+    v.push(binary(
+        "diopiPowTensor",
+        Form::Out,
+        f64::powf,
+        false,
+        None,
+        0.5,
+        2.0,
+    ));
+    v.push(binary(
+        "diopiMaximum",
+        Form::Out,
+        r::maximum,
+        false,
+        None,
+        -2.0,
+        2.0,
+    ));
+    v.push(binary(
+        "diopiMinimum",
+        Form::Out,
+        r::minimum,
+        false,
+        None,
+        -2.0,
+        2.0,
+    ));
     v.push(addc("diopiAddcmul", |a, b, c| a + b * c));
     v.push(addc("diopiAddcdiv", |a, b, c| a + b / c));
     v.extend([
@@ -311,30 +424,62 @@ pub(crate) fn ops() -> Vec<Op> {
         unary_inp("diopiReluInp", |x| x.max(0.0), -2.0, 2.0),
     ]);
     v.push(gelu());
-    v.push(op("diopiThresholdBackward", sig!(T, C, C, S), |rng: &mut Rng| {
-        let mut cases = Vec::new();
-        for dt in FLOATS {
-            for shape in unary_shapes(dt) {
-                let th = if dt == Dtype::F32 { 0.25 } else { 0.0 };
-                let mut c = Case::new(format!("threshold={th}"));
-                let go = rand(rng, dt, &shape, -1.0, 1.0);
-                let x = rand(rng, dt, &shape, -1.0, 1.0);
-                c.output(map(dt, &[&go, &x], |v| if v[1] <= th { 0.0 } else { v[0] }));
-                c.input(go);
-                c.input(x);
-                c.arg(sf(th));
-                cases.push(c);
+    v.push(op(
+        "diopiThresholdBackward",
+        sig!(T, C, C, S),
+        |rng: &mut Rng| {
+            let mut cases = Vec::new();
+            for dt in FLOATS {
+                for shape in unary_shapes(dt) {
+                    let th = if dt == Dtype::F32 { 0.25 } else { 0.0 };
+                    let mut c = Case::new(format!("threshold={th}"));
+                    let go = rand(rng, dt, &shape, -1.0, 1.0);
+                    let x = rand(rng, dt, &shape, -1.0, 1.0);
+                    c.output(map(dt, &[&go, &x], |v| if v[1] <= th { 0.0 } else { v[0] }));
+                    c.input(go);
+                    c.input(x);
+                    c.arg(sf(th));
+                    cases.push(c);
+                }
             }
-        }
-        cases
-    }));
-    v.push(backward("diopiGeluBackward", |g, x| g * r::gelu_grad(x, false), -3.0, 3.0, Some("none")));
-    v.push(backward("diopiSiluBackward", |g, x| g * r::silu_grad(x), -3.0, 3.0, None));
-    v.push(backward("diopiSigmoidBackward", |g, y| g * y * (1.0 - y), 0.0, 1.0, None));
-    v.push(backward("diopiTanhBackward", |g, y| g * (1.0 - y * y), -1.0, 1.0, None));
+            cases
+        },
+    ));
+    v.push(backward(
+        "diopiGeluBackward",
+        |g, x| g * r::gelu_grad(x, false),
+        -3.0,
+        3.0,
+        Some("none"),
+    ));
+    v.push(backward(
+        "diopiSiluBackward",
+        |g, x| g * r::silu_grad(x),
+        -3.0,
+        3.0,
+        None,
+    ));
+    v.push(backward(
+        "diopiSigmoidBackward",
+        |g, y| g * y * (1.0 - y),
+        0.0,
+        1.0,
+        None,
+    ));
+    v.push(backward(
+        "diopiTanhBackward",
+        |g, y| g * (1.0 - y * y),
+        -1.0,
+        1.0,
+        None,
+    ));
     v.extend(clamp_ops());
     for (n, s, f) in [
-        ("diopiEq", "diopiEqScalar", (|a, b| a == b) as fn(f64, f64) -> bool),
+        (
+            "diopiEq",
+            "diopiEqScalar",
+            (|a, b| a == b) as fn(f64, f64) -> bool,
+        ),
         ("diopiNe", "diopiNeScalar", |a, b| a != b),
         ("diopiLt", "diopiLtScalar", |a, b| a < b),
         ("diopiLe", "diopiLeScalar", |a, b| a <= b),
@@ -350,28 +495,32 @@ pub(crate) fn ops() -> Vec<Op> {
 /// Pow with a scalar exponent, out of place or in place.
 fn pow_scalar(inp: bool) -> Op {
     let s = if inp { sig!(T, S) } else { sig!(T, C, S) };
-    op(if inp { "diopiPowInp" } else { "diopiPow" }, s, move |rng| {
-        let mut cases = Vec::new();
-        for dt in FLOATS {
-            for shape in unary_shapes(dt) {
-                for e in [2.0, 0.5, -1.5] {
-                    let mut c = Case::new(format!("exponent={e}"));
-                    let x = rand(rng, dt, &shape, 0.5, 2.0);
-                    let out = map(dt, &[&x], |v| v[0].powf(e));
-                    if inp {
-                        c.inplace(x, out);
-                    } else {
-                        let o = c.output(out);
-                        let i = c.input(x);
-                        c.alias = Some((o, i));
+    op(
+        if inp { "diopiPowInp" } else { "diopiPow" },
+        s,
+        move |rng| {
+            let mut cases = Vec::new();
+            for dt in FLOATS {
+                for shape in unary_shapes(dt) {
+                    for e in [2.0, 0.5, -1.5] {
+                        let mut c = Case::new(format!("exponent={e}"));
+                        let x = rand(rng, dt, &shape, 0.5, 2.0);
+                        let out = map(dt, &[&x], |v| v[0].powf(e));
+                        if inp {
+                            c.inplace(x, out);
+                        } else {
+                            let o = c.output(out);
+                            let i = c.input(x);
+                            c.alias = Some((o, i));
+                        }
+                        c.arg(sf(e));
+                        cases.push(c);
                     }
-                    c.arg(sf(e));
-                    cases.push(c);
                 }
             }
-        }
-        cases
-    })
+            cases
+        },
+    )
 }
 
 /// Addcmul / Addcdiv: `input + value * f(t1, t2)`.
@@ -424,7 +573,11 @@ fn gelu() -> Op {
 }
 
 fn clamp_ops() -> Vec<Op> {
-    let bounds = [(Some(-0.5), Some(0.5)), (Some(0.0), None), (None, Some(0.25))];
+    let bounds = [
+        (Some(-0.5), Some(0.5)),
+        (Some(0.0), None),
+        (None, Some(0.25)),
+    ];
     vec![
         op("diopiClampScalar", sig!(T, C, S, S), move |rng| {
             let mut cases = Vec::new();
@@ -461,11 +614,17 @@ fn clamp_ops() -> Vec<Op> {
             let mut cases = Vec::new();
             for dt in FLOATS {
                 for (has_lo, has_hi) in [(true, true), (true, false), (false, true)] {
-                    let mut c = Case::new(format!("min={} max={}", if has_lo { "tensor" } else { "NULL" }, if has_hi { "tensor" } else { "NULL" }));
+                    let mut c = Case::new(format!(
+                        "min={} max={}",
+                        if has_lo { "tensor" } else { "NULL" },
+                        if has_hi { "tensor" } else { "NULL" }
+                    ));
                     let x = rand(rng, dt, &[3, 4], -1.0, 1.0);
                     let lo = rand(rng, dt, &[3, 4], -0.8, 0.0);
                     let hi = rand(rng, dt, &[4], 0.0, 0.8);
-                    let e = map(dt, &[&x, &lo, &hi], |v| r::clamp(v[0], has_lo.then_some(v[1]), has_hi.then_some(v[2])));
+                    let e = map(dt, &[&x, &lo, &hi], |v| {
+                        r::clamp(v[0], has_lo.then_some(v[1]), has_hi.then_some(v[2]))
+                    });
                     let o = c.output(e);
                     let i = c.input(x);
                     if has_lo {

@@ -14,7 +14,11 @@ fn index_ops() -> Vec<Op> {
     vec![
         op("diopiEmbedding", sig!(T, C, C, I, B, B), |rng: &mut Rng| {
             let mut cases = Vec::new();
-            for (ishape, idt) in [(vec![2, 3], Dtype::I64), (vec![4], Dtype::I32), (vec![], Dtype::I64)] {
+            for (ishape, idt) in [
+                (vec![2, 3], Dtype::I64),
+                (vec![4], Dtype::I32),
+                (vec![], Dtype::I64),
+            ] {
                 let mut c = Case::new(format!("indices {}", idt.name()));
                 let w = rand(rng, F, &[6, 3], -1.0, 1.0);
                 let i = rand_int(rng, idt, &ishape, 0, 6);
@@ -26,27 +30,38 @@ fn index_ops() -> Vec<Op> {
             }
             cases
         }),
-        op("diopiEmbeddingBackward", sig!(T, C, C, I, I, B, B), |rng: &mut Rng| {
-            let mut cases = Vec::new();
-            for (pad, scale) in [(-1i64, false), (2, false), (-1, true)] {
-                let mut c = Case::new(format!("padding_idx={pad} scale_grad_by_freq={scale}"));
-                let i = rand_int(rng, Dtype::I64, &[2, 4], 0, 5);
-                let g = rand(rng, F, &[2, 4, 3], -1.0, 1.0);
-                c.output(r::embedding_backward(&g, &i, 5, pad, scale));
-                c.input(g);
-                c.input(i);
-                c.arg(Arg::I(5)).arg(Arg::I(pad)).arg(Arg::B(scale)).arg(Arg::B(false));
-                cases.push(c);
-            }
-            cases
-        }),
+        op(
+            "diopiEmbeddingBackward",
+            sig!(T, C, C, I, I, B, B),
+            |rng: &mut Rng| {
+                let mut cases = Vec::new();
+                for (pad, scale) in [(-1i64, false), (2, false), (-1, true)] {
+                    let mut c = Case::new(format!("padding_idx={pad} scale_grad_by_freq={scale}"));
+                    let i = rand_int(rng, Dtype::I64, &[2, 4], 0, 5);
+                    let g = rand(rng, F, &[2, 4, 3], -1.0, 1.0);
+                    c.output(r::embedding_backward(&g, &i, 5, pad, scale));
+                    c.input(g);
+                    c.input(i);
+                    c.arg(Arg::I(5))
+                        .arg(Arg::I(pad))
+                        .arg(Arg::B(scale))
+                        .arg(Arg::B(false));
+                    cases.push(c);
+                }
+                cases
+            },
+        ),
         op("diopiIndexSelect", sig!(T, C, I, C), |rng: &mut Rng| {
             let mut cases = Vec::new();
             for dt in FLOATS {
                 for (shape, dim) in [(vec![4, 5], 0i64), (vec![3, 4, 5], 1), (vec![3, 4, 5], -1)] {
                     let mut c = Case::new(format!("dim={dim}"));
                     let x = rand(rng, dt, &shape, -1.0, 1.0);
-                    let d = if dim < 0 { dim + shape.len() as i64 } else { dim } as usize;
+                    let d = if dim < 0 {
+                        dim + shape.len() as i64
+                    } else {
+                        dim
+                    } as usize;
                     let i = rand_int(rng, Dtype::I64, &[3], 0, shape[d]);
                     c.output(r::index_select(&x, d, &i));
                     c.input(x);
@@ -57,31 +72,40 @@ fn index_ops() -> Vec<Op> {
             }
             cases
         }),
-        op("diopiIndexSelectBackward", sig!(T, C, Z, I, C), |rng: &mut Rng| {
-            [(vec![4, 5], 0i64), (vec![3, 4, 5], 1)]
-                .into_iter()
-                .map(|(shape, dim)| {
-                    let mut c = Case::new(format!("dim={dim}"));
-                    let d = dim as usize;
-                    let i = rand_int(rng, Dtype::I64, &[4], 0, shape[d]);
-                    let mut gshape = shape.clone();
-                    gshape[d] = 4;
-                    let g = rand(rng, F, &gshape, -1.0, 1.0);
-                    c.output(r::index_select_backward(&g, &shape, d, &i));
-                    c.input(g);
-                    c.arg(Arg::Z(shape));
-                    c.arg(Arg::I(dim));
-                    c.input(i);
-                    c
-                })
-                .collect()
-        }),
+        op(
+            "diopiIndexSelectBackward",
+            sig!(T, C, Z, I, C),
+            |rng: &mut Rng| {
+                [(vec![4, 5], 0i64), (vec![3, 4, 5], 1)]
+                    .into_iter()
+                    .map(|(shape, dim)| {
+                        let mut c = Case::new(format!("dim={dim}"));
+                        let d = dim as usize;
+                        let i = rand_int(rng, Dtype::I64, &[4], 0, shape[d]);
+                        let mut gshape = shape.clone();
+                        gshape[d] = 4;
+                        let g = rand(rng, F, &gshape, -1.0, 1.0);
+                        c.output(r::index_select_backward(&g, &shape, d, &i));
+                        c.input(g);
+                        c.arg(Arg::Z(shape));
+                        c.arg(Arg::I(dim));
+                        c.input(i);
+                        c
+                    })
+                    .collect()
+            },
+        ),
         op("diopiCat", sig!(T, P, I, I), |rng: &mut Rng| {
             let mut cases = Vec::new();
             for dt in FLOATS {
-                for (shapes, dim) in [(vec![vec![2, 3], vec![2, 1], vec![2, 4]], 1i64), (vec![vec![1, 3], vec![2, 3]], 0), (vec![vec![2, 0], vec![2, 3]], 1)] {
+                for (shapes, dim) in [
+                    (vec![vec![2, 3], vec![2, 1], vec![2, 4]], 1i64),
+                    (vec![vec![1, 3], vec![2, 3]], 0),
+                    (vec![vec![2, 0], vec![2, 3]], 1),
+                ] {
                     let mut c = Case::new(format!("dim={dim}"));
-                    let ts: Vec<HostTensor> = shapes.iter().map(|s| rand(rng, dt, s, -1.0, 1.0)).collect();
+                    let ts: Vec<HostTensor> =
+                        shapes.iter().map(|s| rand(rng, dt, s, -1.0, 1.0)).collect();
                     let refs: Vec<&HostTensor> = ts.iter().collect();
                     c.output(r::cat(&refs, dim as usize));
                     let idx: Vec<usize> = ts.into_iter().map(|t| c.tensor(t)).collect();
@@ -95,7 +119,11 @@ fn index_ops() -> Vec<Op> {
         op("diopiWhere", sig!(T, C, C, C), |rng: &mut Rng| {
             let mut cases = Vec::new();
             for dt in FLOATS {
-                for (sc, sa, sb) in [(vec![3, 4], vec![3, 4], vec![3, 4]), (vec![3, 1], vec![4], vec![3, 4]), (vec![], vec![2], vec![2])] {
+                for (sc, sa, sb) in [
+                    (vec![3, 4], vec![3, 4], vec![3, 4]),
+                    (vec![3, 1], vec![4], vec![3, 4]),
+                    (vec![], vec![2], vec![2]),
+                ] {
                     let mut c = Case::new("");
                     let cond = rand_int(rng, Dtype::Bool, &sc, 0, 2);
                     let a = rand(rng, dt, &sa, -1.0, 1.0);
@@ -117,11 +145,19 @@ fn index_ops() -> Vec<Op> {
 }
 
 fn masked_fill(scalar: bool) -> Op {
-    let (name, s) = if scalar { ("diopiMaskedFillScalar", sig!(T, C, C, S)) } else { ("diopiMaskedFill", sig!(T, C, C, C)) };
+    let (name, s) = if scalar {
+        ("diopiMaskedFillScalar", sig!(T, C, C, S))
+    } else {
+        ("diopiMaskedFill", sig!(T, C, C, C))
+    };
     op(name, s, move |rng| {
         let mut cases = Vec::new();
         for dt in FLOATS {
-            for (sx, sm, mdt) in [(vec![3, 4], vec![3, 4], Dtype::Bool), (vec![3, 4], vec![4], Dtype::Bool), (vec![2, 3], vec![2, 3], Dtype::U8)] {
+            for (sx, sm, mdt) in [
+                (vec![3, 4], vec![3, 4], Dtype::Bool),
+                (vec![3, 4], vec![4], Dtype::Bool),
+                (vec![2, 3], vec![2, 3], Dtype::U8),
+            ] {
                 let mut c = Case::new(format!("mask {}", mdt.name()));
                 let x = rand(rng, dt, &sx, -1.0, 1.0);
                 let m = rand_int(rng, mdt, &sm, 0, 2);
@@ -174,7 +210,12 @@ fn random_ops() -> Vec<Op> {
                     c.args.push(Arg::T(mask));
                     let input = c.input(x);
                     c.arg(Arg::D(p)).arg(Arg::B(true)).arg(Arg::Gen);
-                    c.check = Check::Dropout { out, mask, input, p };
+                    c.check = Check::Dropout {
+                        out,
+                        mask,
+                        input,
+                        p,
+                    };
                     c
                 })
                 .collect()
@@ -222,51 +263,101 @@ fn random_ops() -> Vec<Op> {
 }
 
 fn optim_ops() -> Vec<Op> {
-    let mut v = vec![op("diopiSgd", sig!(T, T, T, D, D, D, D, B), |rng: &mut Rng| {
-        let mut cases = Vec::new();
-        for (momentum, dampening, wd, nesterov) in [(0.9, 0.0, 0.01, false), (0.9, 0.0, 0.0, true), (0.5, 0.1, 0.0, false), (0.0, 0.0, 0.1, false)] {
-            let o = optim::SgdOpts { lr: 0.1, momentum, dampening, wd, nesterov };
-            let mut c = Case::new(format!("{o:?}"));
-            let p = rand(rng, F, &[3, 4], -1.0, 1.0);
-            let g = rand(rng, F, &[3, 4], -1.0, 1.0);
-            let b = rand(rng, F, &[3, 4], -0.5, 0.5);
-            let (np, nb) = optim::sgd(&p.data, &g.data, &b.data, &o);
-            c.inplace(p, HostTensor::new(F, &[3, 4], np));
-            c.inplace(g.clone(), g);
-            let b_end = if momentum != 0.0 { HostTensor::new(F, &[3, 4], nb) } else { b.clone() };
-            c.inplace(b, b_end);
-            c.arg(Arg::D(o.lr)).arg(Arg::D(momentum)).arg(Arg::D(dampening)).arg(Arg::D(wd)).arg(Arg::B(nesterov));
-            cases.push(c);
-        }
-        cases
-    })];
-    for (name, decoupled) in [("diopiAdam", false), ("diopiAdamW", true)] {
-        v.push(op(name, sig!(T, C, T, T, T, F, F, F, F, F, I, B), move |rng| {
+    let mut v = vec![op(
+        "diopiSgd",
+        sig!(T, T, T, D, D, D, D, B),
+        |rng: &mut Rng| {
             let mut cases = Vec::new();
-            for (step, wd, amsgrad) in [(1i64, 0.0f32, false), (3, 0.01, false), (5, 0.1, true)] {
-                let o = optim::AdamOpts { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, wd, step, amsgrad, decoupled };
-                let mut c = Case::new(format!("step={step} weight_decay={wd} amsgrad={amsgrad}"));
-                let sh = [3, 4];
-                let p = rand(rng, F, &sh, -1.0, 1.0);
-                let g = rand(rng, F, &sh, -1.0, 1.0);
-                let m = if step == 1 { HostTensor::full(F, &sh, 0.0) } else { rand(rng, F, &sh, -0.1, 0.1) };
-                let vv = if step == 1 { HostTensor::full(F, &sh, 0.0) } else { rand(rng, F, &sh, 0.0, 0.01) };
-                let vm = if step == 1 { HostTensor::full(F, &sh, 0.0) } else { rand(rng, F, &sh, 0.0, 0.02) };
-                let s = optim::adam(&p.data, &g.data, &m.data, &vv.data, &vm.data, &o);
-                let t = |d: Vec<f64>| HostTensor::new(F, &sh, d);
-                c.inplace(p, t(s.param));
-                c.input(g);
-                c.inplace(m, t(s.exp_avg));
-                c.inplace(vv, t(s.exp_avg_sq));
-                c.inplace(vm, t(s.max_exp_avg_sq));
-                for f in [o.lr, o.beta1, o.beta2, o.eps, o.wd] {
-                    c.arg(Arg::F(f));
-                }
-                c.arg(Arg::I(step)).arg(Arg::B(amsgrad));
+            for (momentum, dampening, wd, nesterov) in [
+                (0.9, 0.0, 0.01, false),
+                (0.9, 0.0, 0.0, true),
+                (0.5, 0.1, 0.0, false),
+                (0.0, 0.0, 0.1, false),
+            ] {
+                let o = optim::SgdOpts {
+                    lr: 0.1,
+                    momentum,
+                    dampening,
+                    wd,
+                    nesterov,
+                };
+                let mut c = Case::new(format!("{o:?}"));
+                let p = rand(rng, F, &[3, 4], -1.0, 1.0);
+                let g = rand(rng, F, &[3, 4], -1.0, 1.0);
+                let b = rand(rng, F, &[3, 4], -0.5, 0.5);
+                let (np, nb) = optim::sgd(&p.data, &g.data, &b.data, &o);
+                c.inplace(p, HostTensor::new(F, &[3, 4], np));
+                c.inplace(g.clone(), g);
+                let b_end = if momentum != 0.0 {
+                    HostTensor::new(F, &[3, 4], nb)
+                } else {
+                    b.clone()
+                };
+                c.inplace(b, b_end);
+                c.arg(Arg::D(o.lr))
+                    .arg(Arg::D(momentum))
+                    .arg(Arg::D(dampening))
+                    .arg(Arg::D(wd))
+                    .arg(Arg::B(nesterov));
                 cases.push(c);
             }
             cases
-        }));
+        },
+    )];
+    for (name, decoupled) in [("diopiAdam", false), ("diopiAdamW", true)] {
+        v.push(op(
+            name,
+            sig!(T, C, T, T, T, F, F, F, F, F, I, B),
+            move |rng| {
+                let mut cases = Vec::new();
+                for (step, wd, amsgrad) in [(1i64, 0.0f32, false), (3, 0.01, false), (5, 0.1, true)]
+                {
+                    let o = optim::AdamOpts {
+                        lr: 0.01,
+                        beta1: 0.9,
+                        beta2: 0.999,
+                        eps: 1e-8,
+                        wd,
+                        step,
+                        amsgrad,
+                        decoupled,
+                    };
+                    let mut c =
+                        Case::new(format!("step={step} weight_decay={wd} amsgrad={amsgrad}"));
+                    let sh = [3, 4];
+                    let p = rand(rng, F, &sh, -1.0, 1.0);
+                    let g = rand(rng, F, &sh, -1.0, 1.0);
+                    let m = if step == 1 {
+                        HostTensor::full(F, &sh, 0.0)
+                    } else {
+                        rand(rng, F, &sh, -0.1, 0.1)
+                    };
+                    let vv = if step == 1 {
+                        HostTensor::full(F, &sh, 0.0)
+                    } else {
+                        rand(rng, F, &sh, 0.0, 0.01)
+                    };
+                    let vm = if step == 1 {
+                        HostTensor::full(F, &sh, 0.0)
+                    } else {
+                        rand(rng, F, &sh, 0.0, 0.02)
+                    };
+                    let s = optim::adam(&p.data, &g.data, &m.data, &vv.data, &vm.data, &o);
+                    let t = |d: Vec<f64>| HostTensor::new(F, &sh, d);
+                    c.inplace(p, t(s.param));
+                    c.input(g);
+                    c.inplace(m, t(s.exp_avg));
+                    c.inplace(vv, t(s.exp_avg_sq));
+                    c.inplace(vm, t(s.max_exp_avg_sq));
+                    for f in [o.lr, o.beta1, o.beta2, o.eps, o.wd] {
+                        c.arg(Arg::F(f));
+                    }
+                    c.arg(Arg::I(step)).arg(Arg::B(amsgrad));
+                    cases.push(c);
+                }
+                cases
+            },
+        ));
     }
     v
 }

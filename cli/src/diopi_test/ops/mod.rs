@@ -27,7 +27,11 @@ pub(crate) struct Op {
 }
 
 /// An op entry.
-pub(crate) fn op(name: &'static str, sig: Sig, cases: impl Fn(&mut Rng) -> Vec<Case> + 'static) -> Op {
+pub(crate) fn op(
+    name: &'static str,
+    sig: Sig,
+    cases: impl Fn(&mut Rng) -> Vec<Case> + 'static,
+) -> Op {
     Op {
         name,
         sig,
@@ -63,7 +67,9 @@ pub(crate) fn rand_int(rng: &mut Rng, dt: Dtype, shape: &[i64], lo: i64, hi: i64
 /// max/min/argmax/pooling.
 pub(crate) fn distinct(rng: &mut Rng, dt: Dtype, shape: &[i64]) -> HostTensor {
     let n = numel(shape);
-    let mut v: Vec<f64> = (0..n).map(|i| (i as f64 + 0.5) / n.max(1) as f64 * 2.0 - 1.0).collect();
+    let mut v: Vec<f64> = (0..n)
+        .map(|i| (i as f64 + 0.5) / n.max(1) as f64 * 2.0 - 1.0)
+        .collect();
     for i in (1..n).rev() {
         let j = rng.int(0, i as i64 + 1) as usize;
         v.swap(i, j);

@@ -19,13 +19,36 @@ fn z2(v: [usize; 2]) -> Arg {
 /// (input, weight, params, bias) of the convolution cases.
 fn conv_cases() -> Vec<(Vec<i64>, Vec<i64>, ConvParams, bool)> {
     vec![
-        (vec![2, 3, 6, 6], vec![4, 3, 3, 3], ConvParams { stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1 }, true),
-        (vec![1, 4, 7, 5], vec![6, 2, 3, 2], ConvParams { stride: [2, 1], padding: [0, 1], dilation: [2, 1], groups: 2 }, false),
+        (
+            vec![2, 3, 6, 6],
+            vec![4, 3, 3, 3],
+            ConvParams {
+                stride: [1, 1],
+                padding: [1, 1],
+                dilation: [1, 1],
+                groups: 1,
+            },
+            true,
+        ),
+        (
+            vec![1, 4, 7, 5],
+            vec![6, 2, 3, 2],
+            ConvParams {
+                stride: [2, 1],
+                padding: [0, 1],
+                dilation: [2, 1],
+                groups: 2,
+            },
+            false,
+        ),
     ]
 }
 
 fn conv_label(p: &ConvParams, bias: bool) -> String {
-    format!("stride={:?} padding={:?} dilation={:?} groups={} bias={bias}", p.stride, p.padding, p.dilation, p.groups)
+    format!(
+        "stride={:?} padding={:?} dilation={:?} groups={} bias={bias}",
+        p.stride, p.padding, p.dilation, p.groups
+    )
 }
 
 fn conv_params_args(c: &mut Case, p: &ConvParams) {
@@ -37,56 +60,64 @@ fn conv_params_args(c: &mut Case, p: &ConvParams) {
 
 fn conv_ops() -> Vec<Op> {
     vec![
-        op("diopiConvolution2d", sig!(T, C, C, C, Z, Z, Z, I), |rng: &mut Rng| {
-            conv_cases()
-                .into_iter()
-                .map(|(xs, ws, p, bias)| {
-                    let mut c = Case::new(conv_label(&p, bias));
-                    let x = rand(rng, F, &xs, -1.0, 1.0);
-                    let w = rand(rng, F, &ws, -1.0, 1.0);
-                    let b = bias.then(|| rand(rng, F, &[ws[0]], -1.0, 1.0));
-                    c.output(r::conv2d(&x, &w, b.as_ref(), &p));
-                    c.input(x);
-                    c.input(w);
-                    match b {
-                        Some(b) => {
-                            c.input(b);
+        op(
+            "diopiConvolution2d",
+            sig!(T, C, C, C, Z, Z, Z, I),
+            |rng: &mut Rng| {
+                conv_cases()
+                    .into_iter()
+                    .map(|(xs, ws, p, bias)| {
+                        let mut c = Case::new(conv_label(&p, bias));
+                        let x = rand(rng, F, &xs, -1.0, 1.0);
+                        let w = rand(rng, F, &ws, -1.0, 1.0);
+                        let b = bias.then(|| rand(rng, F, &[ws[0]], -1.0, 1.0));
+                        c.output(r::conv2d(&x, &w, b.as_ref(), &p));
+                        c.input(x);
+                        c.input(w);
+                        match b {
+                            Some(b) => {
+                                c.input(b);
+                            }
+                            None => {
+                                c.arg(Arg::Null);
+                            }
                         }
-                        None => {
+                        conv_params_args(&mut c, &p);
+                        c
+                    })
+                    .collect()
+            },
+        ),
+        op(
+            "diopiConvolution2dBackward",
+            sig!(T, T, T, C, C, C, P, Z, Z, Z, I),
+            |rng: &mut Rng| {
+                conv_cases()
+                    .into_iter()
+                    .map(|(xs, ws, p, bias)| {
+                        let mut c = Case::new(conv_label(&p, bias));
+                        let x = rand(rng, F, &xs, -1.0, 1.0);
+                        let w = rand(rng, F, &ws, -1.0, 1.0);
+                        let out_shape = r::conv2d(&x, &w, None, &p).shape;
+                        let go = rand(rng, F, &out_shape, -1.0, 1.0);
+                        let (gi, gw, gb) = r::conv2d_backward(&go, &x, &w, &p);
+                        c.output(gi);
+                        c.output(gw);
+                        if bias {
+                            c.output(gb);
+                        } else {
                             c.arg(Arg::Null);
                         }
-                    }
-                    conv_params_args(&mut c, &p);
-                    c
-                })
-                .collect()
-        }),
-        op("diopiConvolution2dBackward", sig!(T, T, T, C, C, C, P, Z, Z, Z, I), |rng: &mut Rng| {
-            conv_cases()
-                .into_iter()
-                .map(|(xs, ws, p, bias)| {
-                    let mut c = Case::new(conv_label(&p, bias));
-                    let x = rand(rng, F, &xs, -1.0, 1.0);
-                    let w = rand(rng, F, &ws, -1.0, 1.0);
-                    let out_shape = r::conv2d(&x, &w, None, &p).shape;
-                    let go = rand(rng, F, &out_shape, -1.0, 1.0);
-                    let (gi, gw, gb) = r::conv2d_backward(&go, &x, &w, &p);
-                    c.output(gi);
-                    c.output(gw);
-                    if bias {
-                        c.output(gb);
-                    } else {
-                        c.arg(Arg::Null);
-                    }
-                    c.input(go);
-                    c.input(x);
-                    c.input(w);
-                    c.arg(Arg::ZPtr(bias.then(|| vec![ws[0]])));
-                    conv_params_args(&mut c, &p);
-                    c
-                })
-                .collect()
-        }),
+                        c.input(go);
+                        c.input(x);
+                        c.input(w);
+                        c.arg(Arg::ZPtr(bias.then(|| vec![ws[0]])));
+                        conv_params_args(&mut c, &p);
+                        c
+                    })
+                    .collect()
+            },
+        ),
     ]
 }
 
@@ -99,62 +130,81 @@ fn scratch(c: &mut Case, t: HostTensor) {
 fn norm_ops() -> Vec<Op> {
     let (momentum, eps) = (0.1, 1e-5);
     vec![
-        op("diopiBatchNorm", sig!(T, T, T, C, C, C, T, T, B, D, D), move |rng| {
-            let mut cases = Vec::new();
-            for shape in [vec![4, 3, 2, 2], vec![5, 3]] {
+        op(
+            "diopiBatchNorm",
+            sig!(T, T, T, C, C, C, T, T, B, D, D),
+            move |rng| {
+                let mut cases = Vec::new();
+                for shape in [vec![4, 3, 2, 2], vec![5, 3]] {
+                    for training in [true, false] {
+                        let mut c =
+                            Case::new(format!("training={training} momentum={momentum} eps={eps}"));
+                        let x = rand(rng, F, &shape, -2.0, 2.0);
+                        let w = rand(rng, F, &[3], 0.5, 1.5);
+                        let b = rand(rng, F, &[3], -0.5, 0.5);
+                        let rm = rand(rng, F, &[3], -0.2, 0.2);
+                        let rv = rand(rng, F, &[3], 0.5, 1.5);
+                        let res = norm::batch_norm(
+                            &x,
+                            Some(&w),
+                            Some(&b),
+                            &rm,
+                            &rv,
+                            training,
+                            momentum,
+                            eps,
+                        );
+                        c.output(res.out);
+                        if training {
+                            c.output(res.save_mean);
+                            c.output(res.save_invstd);
+                        } else {
+                            scratch(&mut c, HostTensor::full(F, &[3], 0.0));
+                            scratch(&mut c, HostTensor::full(F, &[3], 0.0));
+                        }
+                        c.input(x);
+                        c.input(w);
+                        c.input(b);
+                        c.inplace(rm, res.running_mean);
+                        c.inplace(rv, res.running_var);
+                        c.arg(Arg::B(training));
+                        c.arg(Arg::D(momentum));
+                        c.arg(Arg::D(eps));
+                        cases.push(c);
+                    }
+                }
+                cases
+            },
+        ),
+        op(
+            "diopiBatchNormBackward",
+            sig!(T, T, T, C, C, C, C, C, C, C, B, D),
+            move |rng| {
+                let mut cases = Vec::new();
                 for training in [true, false] {
-                    let mut c = Case::new(format!("training={training} momentum={momentum} eps={eps}"));
+                    let shape = [4, 3, 2, 2];
+                    let mut c = Case::new(format!("training={training} eps={eps}"));
                     let x = rand(rng, F, &shape, -2.0, 2.0);
                     let w = rand(rng, F, &[3], 0.5, 1.5);
-                    let b = rand(rng, F, &[3], -0.5, 0.5);
                     let rm = rand(rng, F, &[3], -0.2, 0.2);
                     let rv = rand(rng, F, &[3], 0.5, 1.5);
-                    let res = norm::batch_norm(&x, Some(&w), Some(&b), &rm, &rv, training, momentum, eps);
-                    c.output(res.out);
-                    if training {
-                        c.output(res.save_mean);
-                        c.output(res.save_invstd);
-                    } else {
-                        scratch(&mut c, HostTensor::full(F, &[3], 0.0));
-                        scratch(&mut c, HostTensor::full(F, &[3], 0.0));
+                    let go = rand(rng, F, &shape, -1.0, 1.0);
+                    let fwd = norm::batch_norm(&x, Some(&w), None, &rm, &rv, true, momentum, eps);
+                    let (gi, gw, gb) =
+                        norm::batch_norm_backward(&go, &x, &w, &rm, &rv, training, eps);
+                    c.output(gi);
+                    c.output(gw);
+                    c.output(gb);
+                    for t in [go, x, w, rm, rv, fwd.save_mean, fwd.save_invstd] {
+                        c.input(t);
                     }
-                    c.input(x);
-                    c.input(w);
-                    c.input(b);
-                    c.inplace(rm, res.running_mean);
-                    c.inplace(rv, res.running_var);
                     c.arg(Arg::B(training));
-                    c.arg(Arg::D(momentum));
                     c.arg(Arg::D(eps));
                     cases.push(c);
                 }
-            }
-            cases
-        }),
-        op("diopiBatchNormBackward", sig!(T, T, T, C, C, C, C, C, C, C, B, D), move |rng| {
-            let mut cases = Vec::new();
-            for training in [true, false] {
-                let shape = [4, 3, 2, 2];
-                let mut c = Case::new(format!("training={training} eps={eps}"));
-                let x = rand(rng, F, &shape, -2.0, 2.0);
-                let w = rand(rng, F, &[3], 0.5, 1.5);
-                let rm = rand(rng, F, &[3], -0.2, 0.2);
-                let rv = rand(rng, F, &[3], 0.5, 1.5);
-                let go = rand(rng, F, &shape, -1.0, 1.0);
-                let fwd = norm::batch_norm(&x, Some(&w), None, &rm, &rv, true, momentum, eps);
-                let (gi, gw, gb) = norm::batch_norm_backward(&go, &x, &w, &rm, &rv, training, eps);
-                c.output(gi);
-                c.output(gw);
-                c.output(gb);
-                for t in [go, x, w, rm, rv, fwd.save_mean, fwd.save_invstd] {
-                    c.input(t);
-                }
-                c.arg(Arg::B(training));
-                c.arg(Arg::D(eps));
-                cases.push(c);
-            }
-            cases
-        }),
+                cases
+            },
+        ),
         op("diopiLayerNorm", sig!(T, T, T, C, C, C, Z, D), move |rng| {
             [vec![4], vec![3, 4]]
                 .into_iter()
@@ -176,41 +226,63 @@ fn norm_ops() -> Vec<Op> {
                 })
                 .collect()
         }),
-        op("diopiLayerNormBackward", sig!(T, T, T, C, C, C, C, C, C, Z), move |rng| {
-            [vec![4], vec![3, 4]]
-                .into_iter()
-                .map(|ns| {
-                    let mut c = Case::new(format!("normalized_shape={ns:?}"));
-                    let x = rand(rng, F, &[2, 3, 4], -2.0, 2.0);
-                    let w = rand(rng, F, &ns, 0.5, 1.5);
-                    let b = rand(rng, F, &ns, -0.5, 0.5);
-                    let go = rand(rng, F, &[2, 3, 4], -1.0, 1.0);
-                    let (_, m, s) = norm::layer_norm(&x, Some(&w), Some(&b), ns.len(), eps);
-                    let (gi, gw, gb) = norm::layer_norm_backward(&go, &x, &w, ns.len(), eps);
-                    c.output(gi);
-                    c.output(gw);
-                    c.output(gb);
-                    for t in [go, x, w, b, m, s] {
-                        c.input(t);
-                    }
-                    c.arg(Arg::Z(ns));
-                    c
-                })
-                .collect()
-        }),
+        op(
+            "diopiLayerNormBackward",
+            sig!(T, T, T, C, C, C, C, C, C, Z),
+            move |rng| {
+                [vec![4], vec![3, 4]]
+                    .into_iter()
+                    .map(|ns| {
+                        let mut c = Case::new(format!("normalized_shape={ns:?}"));
+                        let x = rand(rng, F, &[2, 3, 4], -2.0, 2.0);
+                        let w = rand(rng, F, &ns, 0.5, 1.5);
+                        let b = rand(rng, F, &ns, -0.5, 0.5);
+                        let go = rand(rng, F, &[2, 3, 4], -1.0, 1.0);
+                        let (_, m, s) = norm::layer_norm(&x, Some(&w), Some(&b), ns.len(), eps);
+                        let (gi, gw, gb) = norm::layer_norm_backward(&go, &x, &w, ns.len(), eps);
+                        c.output(gi);
+                        c.output(gw);
+                        c.output(gb);
+                        for t in [go, x, w, b, m, s] {
+                            c.input(t);
+                        }
+                        c.arg(Arg::Z(ns));
+                        c
+                    })
+                    .collect()
+            },
+        ),
     ]
 }
 
-fn pool(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], ceil_mode: bool) -> PoolParams {
-    PoolParams { kernel, stride, padding, dilation, ceil_mode }
+fn pool(
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    ceil_mode: bool,
+) -> PoolParams {
+    PoolParams {
+        kernel,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    }
 }
 
 /// (input shape, params) of max pooling cases.
 fn max_cases() -> Vec<(Vec<i64>, PoolParams)> {
     vec![
-        (vec![2, 3, 6, 6], pool([3, 3], [2, 2], [1, 1], [1, 1], false)),
+        (
+            vec![2, 3, 6, 6],
+            pool([3, 3], [2, 2], [1, 1], [1, 1], false),
+        ),
         (vec![1, 2, 5, 5], pool([2, 2], [2, 2], [0, 0], [1, 1], true)),
-        (vec![1, 2, 7, 6], pool([2, 3], [1, 2], [1, 0], [2, 1], false)),
+        (
+            vec![1, 2, 7, 6],
+            pool([2, 3], [1, 2], [1, 0], [2, 1], false),
+        ),
     ]
 }
 
@@ -228,10 +300,38 @@ fn pool_args(c: &mut Case, p: &PoolParams, dilation: bool) {
 fn avg_cases() -> Vec<(Vec<i64>, PoolParams, AvgOpts)> {
     let p = pool([3, 3], [2, 2], [1, 1], [1, 1], false);
     vec![
-        (vec![2, 3, 6, 6], p, AvgOpts { count_include_pad: true, divisor_override: None }),
-        (vec![2, 3, 6, 6], p, AvgOpts { count_include_pad: false, divisor_override: None }),
-        (vec![1, 2, 5, 5], pool([2, 2], [2, 2], [0, 0], [1, 1], true), AvgOpts { count_include_pad: true, divisor_override: None }),
-        (vec![1, 2, 6, 6], p, AvgOpts { count_include_pad: true, divisor_override: Some(4) }),
+        (
+            vec![2, 3, 6, 6],
+            p,
+            AvgOpts {
+                count_include_pad: true,
+                divisor_override: None,
+            },
+        ),
+        (
+            vec![2, 3, 6, 6],
+            p,
+            AvgOpts {
+                count_include_pad: false,
+                divisor_override: None,
+            },
+        ),
+        (
+            vec![1, 2, 5, 5],
+            pool([2, 2], [2, 2], [0, 0], [1, 1], true),
+            AvgOpts {
+                count_include_pad: true,
+                divisor_override: None,
+            },
+        ),
+        (
+            vec![1, 2, 6, 6],
+            p,
+            AvgOpts {
+                count_include_pad: true,
+                divisor_override: Some(4),
+            },
+        ),
     ]
 }
 
@@ -242,101 +342,129 @@ fn avg_args(c: &mut Case, o: &AvgOpts) {
 
 fn pool_ops() -> Vec<Op> {
     vec![
-        op("diopiMaxPool2dWithIndices", sig!(T, T, C, Z, Z, Z, Z, B), |rng: &mut Rng| {
-            max_cases()
-                .into_iter()
-                .map(|(s, p)| {
-                    let mut c = Case::new(format!("{p:?}"));
-                    let x = distinct(rng, F, &s);
-                    let (v, i) = r::max_pool2d(&x, &p);
-                    c.output(v);
-                    c.output(i);
-                    c.input(x);
-                    pool_args(&mut c, &p, true);
-                    c
-                })
-                .collect()
-        }),
-        op("diopiMaxPool2dBackward", sig!(T, C, C, Z, Z, Z, Z, B, C), |rng: &mut Rng| {
-            max_cases()
-                .into_iter()
-                .map(|(s, p)| {
-                    let mut c = Case::new(format!("{p:?}"));
-                    let x = distinct(rng, F, &s);
-                    let (v, i) = r::max_pool2d(&x, &p);
-                    let go = rand(rng, F, &v.shape, -1.0, 1.0);
-                    c.output(r::max_pool2d_backward(&go, &x, &i));
-                    c.input(go);
-                    c.input(x);
-                    pool_args(&mut c, &p, true);
-                    c.input(i);
-                    c
-                })
-                .collect()
-        }),
-        op("diopiAvgPool2d", sig!(T, C, Z, Z, Z, B, B, P), |rng: &mut Rng| {
-            avg_cases()
-                .into_iter()
-                .map(|(s, p, o)| {
-                    let mut c = Case::new(format!("{p:?} {o:?}"));
-                    let x = rand(rng, F, &s, -1.0, 1.0);
-                    c.output(r::avg_pool2d(&x, &p, &o));
-                    c.input(x);
-                    pool_args(&mut c, &p, false);
-                    avg_args(&mut c, &o);
-                    c
-                })
-                .collect()
-        }),
-        op("diopiAvgPool2dBackward", sig!(T, C, C, Z, Z, Z, B, B, P), |rng: &mut Rng| {
-            avg_cases()
-                .into_iter()
-                .map(|(s, p, o)| {
-                    let mut c = Case::new(format!("{p:?} {o:?}"));
-                    let x = rand(rng, F, &s, -1.0, 1.0);
-                    let go = rand(rng, F, &r::avg_pool2d(&x, &p, &o).shape, -1.0, 1.0);
-                    c.output(r::avg_pool2d_backward(&go, &x, &p, &o));
-                    c.input(go);
-                    c.input(x);
-                    pool_args(&mut c, &p, false);
-                    avg_args(&mut c, &o);
-                    c
-                })
-                .collect()
-        }),
+        op(
+            "diopiMaxPool2dWithIndices",
+            sig!(T, T, C, Z, Z, Z, Z, B),
+            |rng: &mut Rng| {
+                max_cases()
+                    .into_iter()
+                    .map(|(s, p)| {
+                        let mut c = Case::new(format!("{p:?}"));
+                        let x = distinct(rng, F, &s);
+                        let (v, i) = r::max_pool2d(&x, &p);
+                        c.output(v);
+                        c.output(i);
+                        c.input(x);
+                        pool_args(&mut c, &p, true);
+                        c
+                    })
+                    .collect()
+            },
+        ),
+        op(
+            "diopiMaxPool2dBackward",
+            sig!(T, C, C, Z, Z, Z, Z, B, C),
+            |rng: &mut Rng| {
+                max_cases()
+                    .into_iter()
+                    .map(|(s, p)| {
+                        let mut c = Case::new(format!("{p:?}"));
+                        let x = distinct(rng, F, &s);
+                        let (v, i) = r::max_pool2d(&x, &p);
+                        let go = rand(rng, F, &v.shape, -1.0, 1.0);
+                        c.output(r::max_pool2d_backward(&go, &x, &i));
+                        c.input(go);
+                        c.input(x);
+                        pool_args(&mut c, &p, true);
+                        c.input(i);
+                        c
+                    })
+                    .collect()
+            },
+        ),
+        op(
+            "diopiAvgPool2d",
+            sig!(T, C, Z, Z, Z, B, B, P),
+            |rng: &mut Rng| {
+                avg_cases()
+                    .into_iter()
+                    .map(|(s, p, o)| {
+                        let mut c = Case::new(format!("{p:?} {o:?}"));
+                        let x = rand(rng, F, &s, -1.0, 1.0);
+                        c.output(r::avg_pool2d(&x, &p, &o));
+                        c.input(x);
+                        pool_args(&mut c, &p, false);
+                        avg_args(&mut c, &o);
+                        c
+                    })
+                    .collect()
+            },
+        ),
+        op(
+            "diopiAvgPool2dBackward",
+            sig!(T, C, C, Z, Z, Z, B, B, P),
+            |rng: &mut Rng| {
+                avg_cases()
+                    .into_iter()
+                    .map(|(s, p, o)| {
+                        let mut c = Case::new(format!("{p:?} {o:?}"));
+                        let x = rand(rng, F, &s, -1.0, 1.0);
+                        let go = rand(rng, F, &r::avg_pool2d(&x, &p, &o).shape, -1.0, 1.0);
+                        c.output(r::avg_pool2d_backward(&go, &x, &p, &o));
+                        c.input(go);
+                        c.input(x);
+                        pool_args(&mut c, &p, false);
+                        avg_args(&mut c, &o);
+                        c
+                    })
+                    .collect()
+            },
+        ),
         op("diopiAdaptiveAvgPool2d", sig!(T, C, Z), |rng: &mut Rng| {
-            [(vec![2, 3, 7, 5], [3usize, 2usize]), (vec![2, 3, 6, 6], [1, 1]), (vec![1, 2, 4, 4], [4, 4])]
-                .into_iter()
-                .map(|(s, o)| {
-                    let mut c = Case::new(format!("output_size={o:?}"));
-                    let x = rand(rng, F, &s, -1.0, 1.0);
-                    c.output(r::adaptive_avg_pool2d(&x, o));
-                    c.input(x);
-                    c.arg(z2(o));
-                    c
-                })
-                .collect()
+            [
+                (vec![2, 3, 7, 5], [3usize, 2usize]),
+                (vec![2, 3, 6, 6], [1, 1]),
+                (vec![1, 2, 4, 4], [4, 4]),
+            ]
+            .into_iter()
+            .map(|(s, o)| {
+                let mut c = Case::new(format!("output_size={o:?}"));
+                let x = rand(rng, F, &s, -1.0, 1.0);
+                c.output(r::adaptive_avg_pool2d(&x, o));
+                c.input(x);
+                c.arg(z2(o));
+                c
+            })
+            .collect()
         }),
-        op("diopiAdaptiveAvgPool2dBackward", sig!(T, C, C), |rng: &mut Rng| {
-            [(vec![2, 3, 7, 5], [3i64, 2i64]), (vec![2, 3, 6, 6], [1, 1])]
-                .into_iter()
-                .map(|(s, o)| {
-                    let mut c = Case::new(format!("output_size={o:?}"));
-                    let x = rand(rng, F, &s, -1.0, 1.0);
-                    let go = rand(rng, F, &[s[0], s[1], o[0], o[1]], -1.0, 1.0);
-                    c.output(r::adaptive_avg_pool2d_backward(&go, &x));
-                    c.input(go);
-                    c.input(x);
-                    c
-                })
-                .collect()
-        }),
+        op(
+            "diopiAdaptiveAvgPool2dBackward",
+            sig!(T, C, C),
+            |rng: &mut Rng| {
+                [(vec![2, 3, 7, 5], [3i64, 2i64]), (vec![2, 3, 6, 6], [1, 1])]
+                    .into_iter()
+                    .map(|(s, o)| {
+                        let mut c = Case::new(format!("output_size={o:?}"));
+                        let x = rand(rng, F, &s, -1.0, 1.0);
+                        let go = rand(rng, F, &[s[0], s[1], o[0], o[1]], -1.0, 1.0);
+                        c.output(r::adaptive_avg_pool2d_backward(&go, &x));
+                        c.input(go);
+                        c.input(x);
+                        c
+                    })
+                    .collect()
+            },
+        ),
     ]
 }
 
 /// (input shape, weighted, options) of the loss cases.
 fn loss_cases(ce: bool) -> Vec<(Vec<i64>, bool, LossOpts)> {
-    let o = |reduction, ignore_index, smoothing| LossOpts { reduction, ignore_index, smoothing };
+    let o = |reduction, ignore_index, smoothing| LossOpts {
+        reduction,
+        ignore_index,
+        smoothing,
+    };
     let mut v = vec![
         (vec![4, 5], false, o(loss::MEAN, -100, 0.0)),
         (vec![4, 5], true, o(loss::MEAN, 2, 0.0)),
@@ -353,10 +481,21 @@ fn loss_cases(ce: bool) -> Vec<(Vec<i64>, bool, LossOpts)> {
 }
 
 /// One loss case: forward (`go` None) or backward.
-fn loss_case(rng: &mut Rng, ce: bool, backward: bool, shape: &[i64], weighted: bool, o: &LossOpts) -> Case {
+fn loss_case(
+    rng: &mut Rng,
+    ce: bool,
+    backward: bool,
+    shape: &[i64],
+    weighted: bool,
+    o: &LossOpts,
+) -> Case {
     let mut c = Case::new(format!("{o:?} weight={weighted}"));
     let logits = rand(rng, F, shape, -2.0, 2.0);
-    let input = if ce { logits } else { r::softmax(&logits, 1, true) };
+    let input = if ce {
+        logits
+    } else {
+        r::softmax(&logits, 1, true)
+    };
     let mut tshape = vec![shape[0]];
     tshape.extend_from_slice(&shape[2..]);
     let mut target = rand_int(rng, Dtype::I64, &tshape, 0, shape[1]);
@@ -364,7 +503,11 @@ fn loss_case(rng: &mut Rng, ce: bool, backward: bool, shape: &[i64], weighted: b
         target.data[0] = o.ignore_index as f64;
     }
     let w = weighted.then(|| rand(rng, F, &[shape[1]], 0.5, 2.0));
-    let fwd = if ce { loss::cross_entropy(&input, &target, w.as_ref(), o) } else { loss::nll_loss(&input, &target, w.as_ref(), o) };
+    let fwd = if ce {
+        loss::cross_entropy(&input, &target, w.as_ref(), o)
+    } else {
+        loss::nll_loss(&input, &target, w.as_ref(), o)
+    };
     if backward {
         let go = rand(rng, F, &fwd.shape, 0.5, 1.5);
         let gi = if ce {

@@ -38,19 +38,24 @@ fn sum_mean(name: &'static str, mean: bool) -> Op {
 
 fn max_min(name: &'static str, max: bool) -> Op {
     op(name, sig!(T, T, C, I), move |rng| {
-        [(vec![3, 4], 1, false), (vec![2, 3, 4], 0, true), (vec![2, 3, 4], -1, false), (vec![], 0, false)]
-            .into_iter()
-            .map(|(shape, dim, keep)| {
-                let mut c = Case::new(format!("dim={dim} keepdim={keep}"));
-                let x = distinct(rng, Dtype::F32, &shape);
-                let (v, i) = r::max_min_dim(&x, dim, keep, max);
-                c.output(v);
-                c.output(i);
-                c.input(x);
-                c.arg(Arg::I(dim));
-                c
-            })
-            .collect()
+        [
+            (vec![3, 4], 1, false),
+            (vec![2, 3, 4], 0, true),
+            (vec![2, 3, 4], -1, false),
+            (vec![], 0, false),
+        ]
+        .into_iter()
+        .map(|(shape, dim, keep)| {
+            let mut c = Case::new(format!("dim={dim} keepdim={keep}"));
+            let x = distinct(rng, Dtype::F32, &shape);
+            let (v, i) = r::max_min_dim(&x, dim, keep, max);
+            c.output(v);
+            c.output(i);
+            c.input(x);
+            c.arg(Arg::I(dim));
+            c
+        })
+        .collect()
     })
 }
 
@@ -61,7 +66,9 @@ fn all_reduce(name: &'static str, max: bool) -> Op {
             .map(|shape| {
                 let mut c = Case::new("");
                 let x = distinct(rng, Dtype::F32, &shape);
-                c.output(r::reduce(&x, &[], false, Dtype::F32, |g| r::extreme(g, max).0));
+                c.output(r::reduce(&x, &[], false, Dtype::F32, |g| {
+                    r::extreme(g, max).0
+                }));
                 c.input(x);
                 c
             })
@@ -71,19 +78,29 @@ fn all_reduce(name: &'static str, max: bool) -> Op {
 
 fn argmax() -> Op {
     op("diopiArgmax", sig!(T, C, P, B), |rng: &mut Rng| {
-        [(vec![3, 4], Some(1), false), (vec![2, 3, 4], Some(0), true), (vec![3, 4], None, false)]
-            .into_iter()
-            .map(|(shape, dim, keep)| {
-                let mut c = Case::new(format!("dim={dim:?} keepdim={keep}"));
-                let x = distinct(rng, Dtype::F32, &shape);
-                let dims: Vec<i64> = dim.into_iter().collect();
-                c.output(r::reduce(&x, &dims, keep && dim.is_some(), Dtype::I64, |g| r::extreme(g, true).1 as f64));
-                c.input(x);
-                c.arg(Arg::OptI(dim));
-                c.arg(Arg::B(keep));
-                c
-            })
-            .collect()
+        [
+            (vec![3, 4], Some(1), false),
+            (vec![2, 3, 4], Some(0), true),
+            (vec![3, 4], None, false),
+        ]
+        .into_iter()
+        .map(|(shape, dim, keep)| {
+            let mut c = Case::new(format!("dim={dim:?} keepdim={keep}"));
+            let x = distinct(rng, Dtype::F32, &shape);
+            let dims: Vec<i64> = dim.into_iter().collect();
+            c.output(r::reduce(
+                &x,
+                &dims,
+                keep && dim.is_some(),
+                Dtype::I64,
+                |g| r::extreme(g, true).1 as f64,
+            ));
+            c.input(x);
+            c.arg(Arg::OptI(dim));
+            c.arg(Arg::B(keep));
+            c
+        })
+        .collect()
     })
 }
 
@@ -91,7 +108,12 @@ fn softmax(name: &'static str, log: bool) -> Op {
     op(name, sig!(T, C, I), move |rng| {
         let mut cases = Vec::new();
         for dt in FLOATS {
-            for (shape, dim) in [(vec![3, 4], 1i64), (vec![2, 3, 4], 1), (vec![2, 3, 4], -1), (vec![5], 0)] {
+            for (shape, dim) in [
+                (vec![3, 4], 1i64),
+                (vec![2, 3, 4], 1),
+                (vec![2, 3, 4], -1),
+                (vec![5], 0),
+            ] {
                 let mut c = Case::new(format!("dim={dim}"));
                 let x = rand(rng, dt, &shape, -3.0, 3.0);
                 let d = r::wrap_dim(dim, shape.len());
@@ -129,7 +151,12 @@ fn softmax_backward(name: &'static str, log: bool) -> Op {
 }
 
 /// Matmul-family ops over the float dtypes; `build` makes one case.
-fn mat(name: &'static str, s: crate::diopi_test::ffi_call::Sig, shapes: Vec<Vec<Vec<i64>>>, build: fn(&mut Rng, Dtype, &[Vec<i64>]) -> Case) -> Op {
+fn mat(
+    name: &'static str,
+    s: crate::diopi_test::ffi_call::Sig,
+    shapes: Vec<Vec<Vec<i64>>>,
+    build: fn(&mut Rng, Dtype, &[Vec<i64>]) -> Case,
+) -> Op {
     op(name, s, move |rng| {
         let mut cases = Vec::new();
         for dt in FLOATS {
@@ -143,52 +170,95 @@ fn mat(name: &'static str, s: crate::diopi_test::ffi_call::Sig, shapes: Vec<Vec<
 
 fn matmul_ops() -> Vec<Op> {
     vec![
-        mat("diopiMm", sig!(T, C, C), vec![vec![vec![3, 5], vec![5, 4]], vec![vec![1, 7], vec![7, 1]]], |rng, dt, s| {
-            let mut c = Case::new("");
-            let (a, b) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0));
-            c.output(mm::mm(&a, &b, dt));
-            c.input(a);
-            c.input(b);
-            c
-        }),
-        mat("diopiBmm", sig!(T, C, C), vec![vec![vec![2, 3, 5], vec![2, 5, 4]]], |rng, dt, s| {
-            let mut c = Case::new("");
-            let (a, b) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0));
-            c.output(mm::bmm(&a, &b, dt));
-            c.input(a);
-            c.input(b);
-            c
-        }),
-        mat("diopiAddmm", sig!(T, C, C, C, S, S), vec![vec![vec![3, 4], vec![3, 5], vec![5, 4]], vec![vec![4], vec![3, 5], vec![5, 4]]], |rng, dt, s| {
-            let (beta, alpha) = (0.5, 2.0);
-            let mut c = Case::new(format!("beta={beta} alpha={alpha}"));
-            let (i, a, b) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0), rand(rng, dt, &s[2], -1.0, 1.0));
-            let e = mm::addmm_like(&i, &mm::mm(&a, &b, Dtype::F64), beta, alpha, dt);
-            let same = e.shape == i.shape;
-            let o = c.output(e);
-            let ii = c.input(i);
-            c.input(a);
-            c.input(b);
-            c.arg(sf(beta));
-            c.arg(sf(alpha));
-            if same {
+        mat(
+            "diopiMm",
+            sig!(T, C, C),
+            vec![vec![vec![3, 5], vec![5, 4]], vec![vec![1, 7], vec![7, 1]]],
+            |rng, dt, s| {
+                let mut c = Case::new("");
+                let (a, b) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                );
+                c.output(mm::mm(&a, &b, dt));
+                c.input(a);
+                c.input(b);
+                c
+            },
+        ),
+        mat(
+            "diopiBmm",
+            sig!(T, C, C),
+            vec![vec![vec![2, 3, 5], vec![2, 5, 4]]],
+            |rng, dt, s| {
+                let mut c = Case::new("");
+                let (a, b) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                );
+                c.output(mm::bmm(&a, &b, dt));
+                c.input(a);
+                c.input(b);
+                c
+            },
+        ),
+        mat(
+            "diopiAddmm",
+            sig!(T, C, C, C, S, S),
+            vec![
+                vec![vec![3, 4], vec![3, 5], vec![5, 4]],
+                vec![vec![4], vec![3, 5], vec![5, 4]],
+            ],
+            |rng, dt, s| {
+                let (beta, alpha) = (0.5, 2.0);
+                let mut c = Case::new(format!("beta={beta} alpha={alpha}"));
+                let (i, a, b) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                    rand(rng, dt, &s[2], -1.0, 1.0),
+                );
+                let e = mm::addmm_like(&i, &mm::mm(&a, &b, Dtype::F64), beta, alpha, dt);
+                let same = e.shape == i.shape;
+                let o = c.output(e);
+                let ii = c.input(i);
+                c.input(a);
+                c.input(b);
+                c.arg(sf(beta));
+                c.arg(sf(alpha));
+                if same {
+                    c.alias = Some((o, ii));
+                }
+                c
+            },
+        ),
+        mat(
+            "diopiBaddbmm",
+            sig!(T, C, C, C, D, D),
+            vec![vec![vec![2, 3, 4], vec![2, 3, 5], vec![2, 5, 4]]],
+            |rng, dt, s| {
+                let (beta, alpha) = (0.5, 2.0);
+                let mut c = Case::new(format!("beta={beta} alpha={alpha}"));
+                let (i, a, b) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                    rand(rng, dt, &s[2], -1.0, 1.0),
+                );
+                let o = c.output(mm::addmm_like(
+                    &i,
+                    &mm::bmm(&a, &b, Dtype::F64),
+                    beta,
+                    alpha,
+                    dt,
+                ));
+                let ii = c.input(i);
+                c.input(a);
+                c.input(b);
+                c.arg(Arg::D(beta));
+                c.arg(Arg::D(alpha));
                 c.alias = Some((o, ii));
-            }
-            c
-        }),
-        mat("diopiBaddbmm", sig!(T, C, C, C, D, D), vec![vec![vec![2, 3, 4], vec![2, 3, 5], vec![2, 5, 4]]], |rng, dt, s| {
-            let (beta, alpha) = (0.5, 2.0);
-            let mut c = Case::new(format!("beta={beta} alpha={alpha}"));
-            let (i, a, b) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0), rand(rng, dt, &s[2], -1.0, 1.0));
-            let o = c.output(mm::addmm_like(&i, &mm::bmm(&a, &b, Dtype::F64), beta, alpha, dt));
-            let ii = c.input(i);
-            c.input(a);
-            c.input(b);
-            c.arg(Arg::D(beta));
-            c.arg(Arg::D(alpha));
-            c.alias = Some((o, ii));
-            c
-        }),
+                c
+            },
+        ),
         mat(
             "diopiMatmul",
             sig!(T, C, C),
@@ -201,50 +271,79 @@ fn matmul_ops() -> Vec<Op> {
             ],
             |rng, dt, s| {
                 let mut c = Case::new("");
-                let (a, b) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0));
+                let (a, b) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                );
                 c.output(mm::matmul(&a, &b, dt));
                 c.input(a);
                 c.input(b);
                 c
             },
         ),
-        mat("diopiLinear", sig!(T, C, C, C), vec![vec![vec![4, 3], vec![5, 3], vec![5]], vec![vec![2, 4, 3], vec![5, 3]]], |rng, dt, s| {
-            let mut c = Case::new(if s.len() == 3 { "bias" } else { "bias=NULL" });
-            let (x, w) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0));
-            let b = s.get(2).map(|sh| rand(rng, dt, sh, -1.0, 1.0));
-            c.output(mm::linear(&x, &w, b.as_ref(), dt));
-            c.input(x);
-            c.input(w);
-            match b {
-                Some(b) => {
-                    c.input(b);
+        mat(
+            "diopiLinear",
+            sig!(T, C, C, C),
+            vec![
+                vec![vec![4, 3], vec![5, 3], vec![5]],
+                vec![vec![2, 4, 3], vec![5, 3]],
+            ],
+            |rng, dt, s| {
+                let mut c = Case::new(if s.len() == 3 { "bias" } else { "bias=NULL" });
+                let (x, w) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                );
+                let b = s.get(2).map(|sh| rand(rng, dt, sh, -1.0, 1.0));
+                c.output(mm::linear(&x, &w, b.as_ref(), dt));
+                c.input(x);
+                c.input(w);
+                match b {
+                    Some(b) => {
+                        c.input(b);
+                    }
+                    None => {
+                        c.arg(Arg::Null);
+                    }
                 }
-                None => {
+                c
+            },
+        ),
+        mat(
+            "diopiLinearBackward",
+            sig!(T, T, T, C, C, C),
+            vec![
+                vec![vec![4, 3], vec![5, 3]],
+                vec![vec![2, 4, 3], vec![5, 3]],
+            ],
+            |rng, dt, s| {
+                let with_bias = s[0].len() == 2;
+                let mut c = Case::new(if with_bias {
+                    "grad_bias"
+                } else {
+                    "grad_bias=NULL"
+                });
+                let (x, w) = (
+                    rand(rng, dt, &s[0], -1.0, 1.0),
+                    rand(rng, dt, &s[1], -1.0, 1.0),
+                );
+                let mut gshape = s[0].clone();
+                *gshape.last_mut().expect("rank") = s[1][0];
+                let go = rand(rng, dt, &gshape, -1.0, 1.0);
+                let (gi, gw, gb) = mm::linear_backward(&go, &x, &w);
+                c.output(gi);
+                c.output(gw);
+                if with_bias {
+                    c.output(gb);
+                } else {
                     c.arg(Arg::Null);
                 }
-            }
-            c
-        }),
-        mat("diopiLinearBackward", sig!(T, T, T, C, C, C), vec![vec![vec![4, 3], vec![5, 3]], vec![vec![2, 4, 3], vec![5, 3]]], |rng, dt, s| {
-            let with_bias = s[0].len() == 2;
-            let mut c = Case::new(if with_bias { "grad_bias" } else { "grad_bias=NULL" });
-            let (x, w) = (rand(rng, dt, &s[0], -1.0, 1.0), rand(rng, dt, &s[1], -1.0, 1.0));
-            let mut gshape = s[0].clone();
-            *gshape.last_mut().expect("rank") = s[1][0];
-            let go = rand(rng, dt, &gshape, -1.0, 1.0);
-            let (gi, gw, gb) = mm::linear_backward(&go, &x, &w);
-            c.output(gi);
-            c.output(gw);
-            if with_bias {
-                c.output(gb);
-            } else {
-                c.arg(Arg::Null);
-            }
-            c.input(go);
-            c.input(x);
-            c.input(w);
-            c
-        }),
+                c.input(go);
+                c.input(x);
+                c.input(w);
+                c
+            },
+        ),
     ]
 }
 

@@ -10,7 +10,10 @@ pub(crate) fn map(dtype: Dtype, inputs: &[&HostTensor], f: impl Fn(&[f64]) -> f6
     for t in inputs {
         shape = broadcast_shape(&shape, &t.shape).expect("broadcastable shapes");
     }
-    let idx: Vec<Vec<usize>> = inputs.iter().map(|t| broadcast_index(&t.shape, &shape)).collect();
+    let idx: Vec<Vec<usize>> = inputs
+        .iter()
+        .map(|t| broadcast_index(&t.shape, &shape))
+        .collect();
     let n = idx.first().map_or(0, Vec::len);
     let mut vals = vec![0.0; inputs.len()];
     let data = (0..n)

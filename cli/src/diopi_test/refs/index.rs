@@ -7,7 +7,11 @@ use crate::diopi_test::tensor::HostTensor;
 /// Embedding: rows of `w` [V, D] picked by `idx`, shape `idx.shape + [D]`.
 pub(crate) fn embedding(w: &HostTensor, idx: &HostTensor) -> HostTensor {
     let d = w.size(1);
-    let data = idx.data.iter().flat_map(|&i| w.data[i as usize * d..][..d].to_vec()).collect();
+    let data = idx
+        .data
+        .iter()
+        .flat_map(|&i| w.data[i as usize * d..][..d].to_vec())
+        .collect();
     let mut shape = idx.shape.clone();
     shape.push(d as i64);
     HostTensor::new(w.dtype, &shape, data)
@@ -15,7 +19,13 @@ pub(crate) fn embedding(w: &HostTensor, idx: &HostTensor) -> HostTensor {
 
 /// EmbeddingBackward: grad rows summed into [num_weights, D]; rows of
 /// `padding_idx` get nothing; `scale_by_freq` divides by each index's count.
-pub(crate) fn embedding_backward(grad: &HostTensor, idx: &HostTensor, num_weights: usize, padding_idx: i64, scale_by_freq: bool) -> HostTensor {
+pub(crate) fn embedding_backward(
+    grad: &HostTensor,
+    idx: &HostTensor,
+    num_weights: usize,
+    padding_idx: i64,
+    scale_by_freq: bool,
+) -> HostTensor {
     let d = *grad.shape.last().expect("rank >= 1") as usize;
     let mut out = vec![0.0; num_weights * d];
     let mut count = vec![0.0; num_weights];
@@ -26,7 +36,11 @@ pub(crate) fn embedding_backward(grad: &HostTensor, idx: &HostTensor, num_weight
         if i as i64 == padding_idx {
             continue;
         }
-        let scale = if scale_by_freq { 1.0 / count[i as usize] } else { 1.0 };
+        let scale = if scale_by_freq {
+            1.0 / count[i as usize]
+        } else {
+            1.0
+        };
         for j in 0..d {
             out[i as usize * d + j] += grad.data[k * d + j] * scale;
         }
@@ -49,7 +63,12 @@ pub(crate) fn index_select(x: &HostTensor, dim: usize, idx: &HostTensor) -> Host
 }
 
 /// IndexSelectBackward: `grad` accumulated into zeros of `sizes`.
-pub(crate) fn index_select_backward(grad: &HostTensor, sizes: &[i64], dim: usize, idx: &HostTensor) -> HostTensor {
+pub(crate) fn index_select_backward(
+    grad: &HostTensor,
+    sizes: &[i64],
+    dim: usize,
+    idx: &HostTensor,
+) -> HostTensor {
     let (outer, n, inner) = split_at_dim(sizes, dim);
     let m = idx.numel();
     let mut out = vec![0.0; outer * n * inner];
@@ -81,12 +100,22 @@ pub(crate) fn cat(ts: &[&HostTensor], dim: usize) -> HostTensor {
 
 /// Where: `cond ? a : b`, broadcast.
 pub(crate) fn where_(cond: &HostTensor, a: &HostTensor, b: &HostTensor) -> HostTensor {
-    map(a.dtype, &[cond, a, b], |v| if v[0] != 0.0 { v[1] } else { v[2] })
+    map(a.dtype, &[cond, a, b], |v| {
+        if v[0] != 0.0 {
+            v[1]
+        } else {
+            v[2]
+        }
+    })
 }
 
 /// MaskedFill: `mask ? value : x`, mask broadcast to x.
 pub(crate) fn masked_fill(x: &HostTensor, mask: &HostTensor, value: f64) -> HostTensor {
-    map(x.dtype, &[x, mask], |v| if v[1] != 0.0 { value } else { v[0] })
+    map(
+        x.dtype,
+        &[x, mask],
+        |v| if v[1] != 0.0 { value } else { v[0] },
+    )
 }
 
 /// Tril (`upper` false: keep `j - i <= diagonal`) or Triu (keep
@@ -100,7 +129,11 @@ pub(crate) fn tri(x: &HostTensor, diagonal: i64, upper: bool) -> HostTensor {
         .enumerate()
         .map(|(k, &v)| {
             let (i, j) = (((k / c) % r) as i64, (k % c) as i64);
-            let keep = if upper { j - i >= diagonal } else { j - i <= diagonal };
+            let keep = if upper {
+                j - i >= diagonal
+            } else {
+                j - i <= diagonal
+            };
             if keep {
                 v
             } else {
@@ -121,19 +154,34 @@ mod tests {
         let w = HostTensor::new(Dtype::F32, &[3, 2], vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0]);
         let i = HostTensor::new(Dtype::I64, &[2], vec![2.0, 0.0]);
         assert_eq!(embedding(&w, &i).data, vec![20.0, 21.0, 0.0, 1.0]);
-        assert_eq!(index_select(&w, 1, &HostTensor::new(Dtype::I64, &[1], vec![1.0])).data, vec![1.0, 11.0, 21.0]);
+        assert_eq!(
+            index_select(&w, 1, &HostTensor::new(Dtype::I64, &[1], vec![1.0])).data,
+            vec![1.0, 11.0, 21.0]
+        );
         let g = HostTensor::new(Dtype::F32, &[3, 2], vec![1.0; 6]);
         let ii = HostTensor::new(Dtype::I64, &[3], vec![1.0, 1.0, 0.0]);
-        assert_eq!(embedding_backward(&g, &ii, 3, 0, false).data, vec![0.0, 0.0, 2.0, 2.0, 0.0, 0.0]);
-        assert_eq!(embedding_backward(&g, &ii, 3, -1, true).data, vec![1.0, 1.0, 1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(
+            embedding_backward(&g, &ii, 3, 0, false).data,
+            vec![0.0, 0.0, 2.0, 2.0, 0.0, 0.0]
+        );
+        assert_eq!(
+            embedding_backward(&g, &ii, 3, -1, true).data,
+            vec![1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+        );
         let gb = index_select_backward(&g, &[4, 2], 0, &ii);
         assert_eq!(gb.data, vec![1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0]);
         let a = HostTensor::new(Dtype::F32, &[2, 1], vec![1.0, 2.0]);
         let b = HostTensor::new(Dtype::F32, &[2, 2], vec![3.0, 4.0, 5.0, 6.0]);
         assert_eq!(cat(&[&a, &b], 1).data, vec![1.0, 3.0, 4.0, 2.0, 5.0, 6.0]);
         let m = HostTensor::new(Dtype::F32, &[3, 3], (1..=9).map(f64::from).collect());
-        assert_eq!(tri(&m, 0, false).data, vec![1.0, 0.0, 0.0, 4.0, 5.0, 0.0, 7.0, 8.0, 9.0]);
-        assert_eq!(tri(&m, 1, true).data, vec![0.0, 2.0, 3.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            tri(&m, 0, false).data,
+            vec![1.0, 0.0, 0.0, 4.0, 5.0, 0.0, 7.0, 8.0, 9.0]
+        );
+        assert_eq!(
+            tri(&m, 1, true).data,
+            vec![0.0, 2.0, 3.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0]
+        );
         let cond = HostTensor::new(Dtype::Bool, &[2], vec![1.0, 0.0]);
         assert_eq!(where_(&cond, &b, &a).data, vec![3.0, 1.0, 5.0, 2.0]);
     }

@@ -23,7 +23,13 @@ pub(crate) struct LossOpts {
 
 /// Per-element NLL terms of log-probabilities `lp` [N, C, d...] and the
 /// weight each counts with: (loss, weight) per target element.
-fn nll_terms(lp: &[f64], shape: &[i64], target: &[f64], w: Option<&[f64]>, o: &LossOpts) -> Vec<(f64, f64)> {
+fn nll_terms(
+    lp: &[f64],
+    shape: &[i64],
+    target: &[f64],
+    w: Option<&[f64]>,
+    o: &LossOpts,
+) -> Vec<(f64, f64)> {
     let c = shape[1] as usize;
     let inner = shape[2..].iter().product::<i64>() as usize;
     target
@@ -76,7 +82,9 @@ fn ce_raw(x: &[f64], shape: &[i64], target: &[f64], w: Option<&[f64]>, o: &LossO
                 return 0.0;
             }
             let (b, i) = (k / inner, k % inner);
-            -(0..c).map(|ch| w.map_or(1.0, |w| w[ch]) * lp[(b * c + ch) * inner + i]).sum::<f64>()
+            -(0..c)
+                .map(|ch| w.map_or(1.0, |w| w[ch]) * lp[(b * c + ch) * inner + i])
+                .sum::<f64>()
         })
         .collect();
     let sm: Vec<f64> = match o.reduction {
@@ -84,7 +92,10 @@ fn ce_raw(x: &[f64], shape: &[i64], target: &[f64], w: Option<&[f64]>, o: &LossO
         SUM => vec![smooth.iter().sum()],
         _ => match w {
             Some(_) => {
-                let wsum: f64 = nll_terms(&lp, shape, target, w, o).iter().map(|t| t.1).sum();
+                let wsum: f64 = nll_terms(&lp, shape, target, w, o)
+                    .iter()
+                    .map(|t| t.1)
+                    .sum();
                 vec![smooth.iter().sum::<f64>() / wsum]
             }
             None => vec![smooth.iter().sum::<f64>() / smooth.len() as f64],
@@ -106,26 +117,52 @@ fn loss_shape(target: &HostTensor, reduction: i32) -> Vec<i64> {
 }
 
 /// NLLLoss.
-pub(crate) fn nll_loss(x: &HostTensor, target: &HostTensor, w: Option<&HostTensor>, o: &LossOpts) -> HostTensor {
+pub(crate) fn nll_loss(
+    x: &HostTensor,
+    target: &HostTensor,
+    w: Option<&HostTensor>,
+    o: &LossOpts,
+) -> HostTensor {
     let v = nll_raw(&x.data, &x.shape, &target.data, w.map(|t| &t.data[..]), o);
     HostTensor::new(x.dtype, &loss_shape(target, o.reduction), v)
 }
 
 /// NLLLossBackward (the loss is linear in the input: exact by differences).
-pub(crate) fn nll_loss_backward(go: &HostTensor, x: &HostTensor, target: &HostTensor, w: Option<&HostTensor>, o: &LossOpts) -> HostTensor {
-    let g = numeric_vjp(&x.data, &go.data, |xs| nll_raw(xs, &x.shape, &target.data, w.map(|t| &t.data[..]), o));
+pub(crate) fn nll_loss_backward(
+    go: &HostTensor,
+    x: &HostTensor,
+    target: &HostTensor,
+    w: Option<&HostTensor>,
+    o: &LossOpts,
+) -> HostTensor {
+    let g = numeric_vjp(&x.data, &go.data, |xs| {
+        nll_raw(xs, &x.shape, &target.data, w.map(|t| &t.data[..]), o)
+    });
     HostTensor::new(x.dtype, &x.shape, g)
 }
 
 /// CrossEntropyLoss.
-pub(crate) fn cross_entropy(x: &HostTensor, target: &HostTensor, w: Option<&HostTensor>, o: &LossOpts) -> HostTensor {
+pub(crate) fn cross_entropy(
+    x: &HostTensor,
+    target: &HostTensor,
+    w: Option<&HostTensor>,
+    o: &LossOpts,
+) -> HostTensor {
     let v = ce_raw(&x.data, &x.shape, &target.data, w.map(|t| &t.data[..]), o);
     HostTensor::new(x.dtype, &loss_shape(target, o.reduction), v)
 }
 
 /// CrossEntropyLossBackward.
-pub(crate) fn cross_entropy_backward(go: &HostTensor, x: &HostTensor, target: &HostTensor, w: Option<&HostTensor>, o: &LossOpts) -> HostTensor {
-    let g = numeric_vjp(&x.data, &go.data, |xs| ce_raw(xs, &x.shape, &target.data, w.map(|t| &t.data[..]), o));
+pub(crate) fn cross_entropy_backward(
+    go: &HostTensor,
+    x: &HostTensor,
+    target: &HostTensor,
+    w: Option<&HostTensor>,
+    o: &LossOpts,
+) -> HostTensor {
+    let g = numeric_vjp(&x.data, &go.data, |xs| {
+        ce_raw(xs, &x.shape, &target.data, w.map(|t| &t.data[..]), o)
+    });
     HostTensor::new(x.dtype, &x.shape, g)
 }
 
@@ -139,14 +176,30 @@ mod tests {
         let lp = HostTensor::new(Dtype::F64, &[2, 2], vec![-1.0, -2.0, -3.0, -4.0]);
         let t = HostTensor::new(Dtype::I64, &[2], vec![1.0, 0.0]);
         let w = HostTensor::new(Dtype::F64, &[2], vec![1.0, 3.0]);
-        let o = |r, ii| LossOpts { reduction: r, ignore_index: ii, smoothing: 0.0 };
+        let o = |r, ii| LossOpts {
+            reduction: r,
+            ignore_index: ii,
+            smoothing: 0.0,
+        };
         assert_eq!(nll_loss(&lp, &t, None, &o(NONE, -100)).data, vec![2.0, 3.0]);
-        assert_eq!(nll_loss(&lp, &t, Some(&w), &o(MEAN, -100)).data, vec![(6.0 + 3.0) / 4.0]);
+        assert_eq!(
+            nll_loss(&lp, &t, Some(&w), &o(MEAN, -100)).data,
+            vec![(6.0 + 3.0) / 4.0]
+        );
         assert_eq!(nll_loss(&lp, &t, None, &o(SUM, 0)).data, vec![2.0]);
         // logits [0, 0]: logp = -ln 2 for both classes.
         let z = HostTensor::new(Dtype::F64, &[1, 2], vec![0.0, 0.0]);
         let t1 = HostTensor::new(Dtype::I64, &[1], vec![1.0]);
-        let ce = cross_entropy(&z, &t1, None, &LossOpts { reduction: MEAN, ignore_index: -100, smoothing: 0.2 });
+        let ce = cross_entropy(
+            &z,
+            &t1,
+            None,
+            &LossOpts {
+                reduction: MEAN,
+                ignore_index: -100,
+                smoothing: 0.2,
+            },
+        );
         assert!((ce.data[0] - 2f64.ln()).abs() < 1e-15);
         // d CE / d logits = softmax - onehot = [0.5, -0.5]
         let go = HostTensor::new(Dtype::F64, &[], vec![1.0]);

@@ -28,7 +28,11 @@ pub(crate) fn transpose(a: &[f64], r: usize, c: usize) -> Vec<f64> {
 /// `a @ b` for 2-D tensors.
 pub(crate) fn mm(a: &HostTensor, b: &HostTensor, dtype: Dtype) -> HostTensor {
     let (m, k, n) = (a.size(0), a.size(1), b.size(1));
-    HostTensor::new(dtype, &[m as i64, n as i64], mm_raw(&a.data, &b.data, m, k, n))
+    HostTensor::new(
+        dtype,
+        &[m as i64, n as i64],
+        mm_raw(&a.data, &b.data, m, k, n),
+    )
 }
 
 /// `a @ b` for 3-D tensors, batch by batch.
@@ -36,7 +40,13 @@ pub(crate) fn bmm(a: &HostTensor, b: &HostTensor, dtype: Dtype) -> HostTensor {
     let (bs, m, k, n) = (a.size(0), a.size(1), a.size(2), b.size(2));
     let mut data = Vec::with_capacity(bs * m * n);
     for i in 0..bs {
-        data.extend(mm_raw(&a.data[i * m * k..][..m * k], &b.data[i * k * n..][..k * n], m, k, n));
+        data.extend(mm_raw(
+            &a.data[i * m * k..][..m * k],
+            &b.data[i * k * n..][..k * n],
+            m,
+            k,
+            n,
+        ));
     }
     HostTensor::new(dtype, &[bs as i64, m as i64, n as i64], data)
 }
@@ -60,12 +70,20 @@ pub(crate) fn matmul(a: &HostTensor, b: &HostTensor, dtype: Dtype) -> HostTensor
         }
         (3, 2) => {
             let (bs, m, k, n) = (a.size(0), a.size(1), a.size(2), b.size(1));
-            HostTensor::new(dtype, &[bs as i64, m as i64, n as i64], mm_raw(&a.data, &b.data, bs * m, k, n))
+            HostTensor::new(
+                dtype,
+                &[bs as i64, m as i64, n as i64],
+                mm_raw(&a.data, &b.data, bs * m, k, n),
+            )
         }
         (3, 3) => bmm(a, b, dtype),
         (3, 1) => {
             let (bs, m, k) = (a.size(0), a.size(1), a.size(2));
-            HostTensor::new(dtype, &[bs as i64, m as i64], mm_raw(&a.data, &b.data, bs * m, k, 1))
+            HostTensor::new(
+                dtype,
+                &[bs as i64, m as i64],
+                mm_raw(&a.data, &b.data, bs * m, k, 1),
+            )
         }
         (x, y) => panic!("matmul reference: ranks {x} and {y} not covered"),
     }
@@ -73,19 +91,36 @@ pub(crate) fn matmul(a: &HostTensor, b: &HostTensor, dtype: Dtype) -> HostTensor
 
 /// `beta * c + alpha * (a @ b)` with `c` broadcast to the product's shape
 /// (torch: beta == 0 ignores `c`, NaN included).
-pub(crate) fn addmm_like(c: &HostTensor, prod: &HostTensor, beta: f64, alpha: f64, dtype: Dtype) -> HostTensor {
+pub(crate) fn addmm_like(
+    c: &HostTensor,
+    prod: &HostTensor,
+    beta: f64,
+    alpha: f64,
+    dtype: Dtype,
+) -> HostTensor {
     let ci = super::broadcast_index(&c.shape, &prod.shape);
     let data = prod
         .data
         .iter()
         .zip(ci)
-        .map(|(p, i)| if beta == 0.0 { alpha * p } else { beta * c.data[i] + alpha * p })
+        .map(|(p, i)| {
+            if beta == 0.0 {
+                alpha * p
+            } else {
+                beta * c.data[i] + alpha * p
+            }
+        })
         .collect();
     HostTensor::new(dtype, &prod.shape, data)
 }
 
 /// Linear: `x @ w^T + b` for `x` of any rank >= 1 (last dim = in features).
-pub(crate) fn linear(x: &HostTensor, w: &HostTensor, b: Option<&HostTensor>, dtype: Dtype) -> HostTensor {
+pub(crate) fn linear(
+    x: &HostTensor,
+    w: &HostTensor,
+    b: Option<&HostTensor>,
+    dtype: Dtype,
+) -> HostTensor {
     let (o, i) = (w.size(0), w.size(1));
     let rows = x.numel() / i;
     let wt = transpose(&w.data, o, i);
@@ -103,14 +138,20 @@ pub(crate) fn linear(x: &HostTensor, w: &HostTensor, b: Option<&HostTensor>, dty
 }
 
 /// LinearBackward: (grad_input, grad_weight, grad_bias).
-pub(crate) fn linear_backward(go: &HostTensor, x: &HostTensor, w: &HostTensor) -> (HostTensor, HostTensor, HostTensor) {
+pub(crate) fn linear_backward(
+    go: &HostTensor,
+    x: &HostTensor,
+    w: &HostTensor,
+) -> (HostTensor, HostTensor, HostTensor) {
     let (o, i) = (w.size(0), w.size(1));
     let rows = x.numel() / i;
     let dt = x.dtype;
     let gi = HostTensor::new(dt, &x.shape, mm_raw(&go.data, &w.data, rows, o, i));
     let got = transpose(&go.data, rows, o);
     let gw = HostTensor::new(dt, &w.shape, mm_raw(&got, &x.data, o, rows, i));
-    let gb = (0..o).map(|j| (0..rows).map(|r| go.data[r * o + j]).sum()).collect();
+    let gb = (0..o)
+        .map(|j| (0..rows).map(|r| go.data[r * o + j]).sum())
+        .collect();
     (gi, gw, HostTensor::new(dt, &[o as i64], gb))
 }
 
@@ -129,7 +170,10 @@ mod tests {
         let bias = HostTensor::new(Dtype::F32, &[2], vec![10.0, 20.0]);
         // x @ a^T + b: [1,2]·[1,2]=5, [1,2]·[3,4]=11
         let x = HostTensor::new(Dtype::F32, &[1, 2], vec![1.0, 2.0]);
-        assert_eq!(linear(&x, &a, Some(&bias), Dtype::F32).data, vec![15.0, 31.0]);
+        assert_eq!(
+            linear(&x, &a, Some(&bias), Dtype::F32).data,
+            vec![15.0, 31.0]
+        );
         let go = HostTensor::new(Dtype::F32, &[1, 2], vec![1.0, -1.0]);
         let (gi, gw, gb) = linear_backward(&go, &x, &a);
         assert_eq!(gi.data, vec![-2.0, -2.0]);

@@ -18,8 +18,16 @@ pub(crate) fn broadcast_shape(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -103,6 +111,9 @@ mod tests {
     fn numeric_vjp_of_a_product() {
         // f(x) = [x0*x1, x0^2]; go = [1, 2] -> [x1 + 4 x0, x0]
         let g = numeric_vjp(&[3.0, 5.0], &[1.0, 2.0], |x| vec![x[0] * x[1], x[0] * x[0]]);
-        assert!((g[0] - 17.0).abs() < 1e-6 && (g[1] - 3.0).abs() < 1e-6, "{g:?}");
+        assert!(
+            (g[0] - 17.0).abs() < 1e-6 && (g[1] - 3.0).abs() < 1e-6,
+            "{g:?}"
+        );
     }
 }

@@ -10,7 +10,9 @@ pub(crate) fn softmax(x: &HostTensor, dim: usize, log: bool) -> HostTensor {
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| o * n * inner + k * inner + i;
-            let m = (0..n).map(|k| x.data[at(k)]).fold(f64::NEG_INFINITY, f64::max);
+            let m = (0..n)
+                .map(|k| x.data[at(k)])
+                .fold(f64::NEG_INFINITY, f64::max);
             let s: f64 = (0..n).map(|k| (x.data[at(k)] - m).exp()).sum();
             for k in 0..n {
                 let z = x.data[at(k)] - m;
@@ -23,7 +25,12 @@ pub(crate) fn softmax(x: &HostTensor, dim: usize, log: bool) -> HostTensor {
 
 /// SoftmaxBackward / LogSoftmaxBackward from the forward output `y`:
 /// `y*(go - Σgo*y)`, or `go - exp(y)*Σgo` for the log form.
-pub(crate) fn softmax_backward(go: &HostTensor, y: &HostTensor, dim: usize, log: bool) -> HostTensor {
+pub(crate) fn softmax_backward(
+    go: &HostTensor,
+    y: &HostTensor,
+    dim: usize,
+    log: bool,
+) -> HostTensor {
     let (outer, n, inner) = split_at_dim(&y.shape, dim);
     let mut out = vec![0.0; y.numel()];
     for o in 0..outer {
@@ -66,7 +73,12 @@ pub(crate) fn out_size(input: usize, k: usize, s: usize, p: usize, d: usize) -> 
 /// Visits every (out index, input index, weight index) multiply of a
 /// convolution of `x` [N,C,H,W] with `w` [O,C/g,KH,KW]; input taps in the
 /// padding are skipped.
-fn conv_taps(x: &[i64], w: &[i64], p: &ConvParams, mut f: impl FnMut(usize, usize, usize)) -> [usize; 4] {
+fn conv_taps(
+    x: &[i64],
+    w: &[i64],
+    p: &ConvParams,
+    mut f: impl FnMut(usize, usize, usize),
+) -> [usize; 4] {
     let (n, c, h, wd) = (x[0] as usize, x[1] as usize, x[2] as usize, x[3] as usize);
     let (o, cg, kh, kw) = (w[0] as usize, w[1] as usize, w[2] as usize, w[3] as usize);
     let oh = out_size(h, kh, p.stride[0], p.padding[0], p.dilation[0]);
@@ -81,12 +93,14 @@ fn conv_taps(x: &[i64], w: &[i64], p: &ConvParams, mut f: impl FnMut(usize, usiz
                     for ic in 0..cg {
                         let cin = g * cg + ic;
                         for i in 0..kh {
-                            let iy = (y * p.stride[0] + i * p.dilation[0]) as isize - p.padding[0] as isize;
+                            let iy = (y * p.stride[0] + i * p.dilation[0]) as isize
+                                - p.padding[0] as isize;
                             if iy < 0 || iy >= h as isize {
                                 continue;
                             }
                             for j in 0..kw {
-                                let ix = (xx * p.stride[1] + j * p.dilation[1]) as isize - p.padding[1] as isize;
+                                let ix = (xx * p.stride[1] + j * p.dilation[1]) as isize
+                                    - p.padding[1] as isize;
                                 if ix < 0 || ix >= wd as isize {
                                     continue;
                                 }
@@ -104,13 +118,20 @@ fn conv_taps(x: &[i64], w: &[i64], p: &ConvParams, mut f: impl FnMut(usize, usiz
 }
 
 /// Convolution2d: `out[b,o,y,x] = bias[o] + Σ x[b,c,..] * w[o,c,..]`.
-pub(crate) fn conv2d(x: &HostTensor, w: &HostTensor, bias: Option<&HostTensor>, p: &ConvParams) -> HostTensor {
+pub(crate) fn conv2d(
+    x: &HostTensor,
+    w: &HostTensor,
+    bias: Option<&HostTensor>,
+    p: &ConvParams,
+) -> HostTensor {
     let mut shape = [0usize; 4];
     let mut out = Vec::new();
     // Two passes: the first learns the output size.
     shape.copy_from_slice(&conv_taps(&x.shape, &w.shape, p, |_, _, _| {}));
     out.resize(shape.iter().product(), 0.0);
-    conv_taps(&x.shape, &w.shape, p, |oi, ii, wi| out[oi] += x.data[ii] * w.data[wi]);
+    conv_taps(&x.shape, &w.shape, p, |oi, ii, wi| {
+        out[oi] += x.data[ii] * w.data[wi]
+    });
     if let Some(bias) = bias {
         let plane = shape[2] * shape[3];
         for (k, v) in out.iter_mut().enumerate() {
@@ -123,7 +144,12 @@ pub(crate) fn conv2d(x: &HostTensor, w: &HostTensor, bias: Option<&HostTensor>, 
 
 /// Convolution2dBackward: (grad_input, grad_weight, grad_bias), each
 /// forward multiply-add contributing to both gradients.
-pub(crate) fn conv2d_backward(go: &HostTensor, x: &HostTensor, w: &HostTensor, p: &ConvParams) -> (HostTensor, HostTensor, HostTensor) {
+pub(crate) fn conv2d_backward(
+    go: &HostTensor,
+    x: &HostTensor,
+    w: &HostTensor,
+    p: &ConvParams,
+) -> (HostTensor, HostTensor, HostTensor) {
     let mut gi = vec![0.0; x.numel()];
     let mut gw = vec![0.0; w.numel()];
     let shape = conv_taps(&x.shape, &w.shape, p, |oi, ii, wi| {
@@ -160,7 +186,11 @@ pub(crate) struct PoolParams {
 /// PyTorch's pooling output size, ceil mode included.
 pub(crate) fn pool_out(input: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> usize {
     let span = (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
-    let mut o = if ceil { (span + s as i64 - 1).div_euclid(s as i64) } else { span.div_euclid(s as i64) } + 1;
+    let mut o = if ceil {
+        (span + s as i64 - 1).div_euclid(s as i64)
+    } else {
+        span.div_euclid(s as i64)
+    } + 1;
     if ceil && (o - 1) * s as i64 >= (input + p) as i64 {
         o -= 1;
     }
@@ -171,8 +201,22 @@ pub(crate) fn pool_out(input: usize, k: usize, s: usize, p: usize, d: usize, cei
 /// within each plane.
 pub(crate) fn max_pool2d(x: &HostTensor, p: &PoolParams) -> (HostTensor, HostTensor) {
     let (nc, h, w) = (x.size(0) * x.size(1), x.size(2), x.size(3));
-    let oh = pool_out(h, p.kernel[0], p.stride[0], p.padding[0], p.dilation[0], p.ceil_mode);
-    let ow = pool_out(w, p.kernel[1], p.stride[1], p.padding[1], p.dilation[1], p.ceil_mode);
+    let oh = pool_out(
+        h,
+        p.kernel[0],
+        p.stride[0],
+        p.padding[0],
+        p.dilation[0],
+        p.ceil_mode,
+    );
+    let ow = pool_out(
+        w,
+        p.kernel[1],
+        p.stride[1],
+        p.padding[1],
+        p.dilation[1],
+        p.ceil_mode,
+    );
     let (mut vals, mut idx) = (Vec::new(), Vec::new());
     for plane in 0..nc {
         for y in 0..oh {
@@ -181,7 +225,8 @@ pub(crate) fn max_pool2d(x: &HostTensor, p: &PoolParams) -> (HostTensor, HostTen
                 for i in 0..p.kernel[0] {
                     let iy = (y * p.stride[0] + i * p.dilation[0]) as isize - p.padding[0] as isize;
                     for j in 0..p.kernel[1] {
-                        let ix = (xx * p.stride[1] + j * p.dilation[1]) as isize - p.padding[1] as isize;
+                        let ix =
+                            (xx * p.stride[1] + j * p.dilation[1]) as isize - p.padding[1] as isize;
                         if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
                             continue;
                         }
@@ -198,7 +243,10 @@ pub(crate) fn max_pool2d(x: &HostTensor, p: &PoolParams) -> (HostTensor, HostTen
         }
     }
     let shape = [x.shape[0], x.shape[1], oh as i64, ow as i64];
-    (HostTensor::new(x.dtype, &shape, vals), HostTensor::new(crate::diopi_test::dtype::Dtype::I64, &shape, idx))
+    (
+        HostTensor::new(x.dtype, &shape, vals),
+        HostTensor::new(crate::diopi_test::dtype::Dtype::I64, &shape, idx),
+    )
 }
 
 /// MaxPool2dBackward: each output's gradient goes to its argmax.
@@ -223,8 +271,17 @@ pub(crate) struct AvgOpts {
 
 /// Visits (output index, input index, divisor) for every tap of a 2-D
 /// average pooling of [N,C,H,W]; returns the output shape.
-fn avg_taps(shape: &[i64], p: &PoolParams, o: &AvgOpts, mut f: impl FnMut(usize, usize, f64)) -> Vec<i64> {
-    let (nc, h, w) = ((shape[0] * shape[1]) as usize, shape[2] as usize, shape[3] as usize);
+fn avg_taps(
+    shape: &[i64],
+    p: &PoolParams,
+    o: &AvgOpts,
+    mut f: impl FnMut(usize, usize, f64),
+) -> Vec<i64> {
+    let (nc, h, w) = (
+        (shape[0] * shape[1]) as usize,
+        shape[2] as usize,
+        shape[3] as usize,
+    );
     let oh = pool_out(h, p.kernel[0], p.stride[0], p.padding[0], 1, p.ceil_mode);
     let ow = pool_out(w, p.kernel[1], p.stride[1], p.padding[1], 1, p.ceil_mode);
     for plane in 0..nc {
@@ -263,7 +320,12 @@ pub(crate) fn avg_pool2d(x: &HostTensor, p: &PoolParams, o: &AvgOpts) -> HostTen
 }
 
 /// AvgPool2dBackward.
-pub(crate) fn avg_pool2d_backward(go: &HostTensor, x: &HostTensor, p: &PoolParams, o: &AvgOpts) -> HostTensor {
+pub(crate) fn avg_pool2d_backward(
+    go: &HostTensor,
+    x: &HostTensor,
+    p: &PoolParams,
+    o: &AvgOpts,
+) -> HostTensor {
     let mut gi = vec![0.0; x.numel()];
     avg_taps(&x.shape, p, o, |oi, ii, d| gi[ii] += go.data[oi] / d);
     HostTensor::new(x.dtype, &x.shape, gi)
@@ -271,7 +333,11 @@ pub(crate) fn avg_pool2d_backward(go: &HostTensor, x: &HostTensor, p: &PoolParam
 
 /// Visits (output index, input index, count) of AdaptiveAvgPool2d.
 fn adaptive_taps(shape: &[i64], out_hw: [usize; 2], mut f: impl FnMut(usize, usize, f64)) {
-    let (nc, h, w) = ((shape[0] * shape[1]) as usize, shape[2] as usize, shape[3] as usize);
+    let (nc, h, w) = (
+        (shape[0] * shape[1]) as usize,
+        shape[2] as usize,
+        shape[3] as usize,
+    );
     let [oh, ow] = out_hw;
     for plane in 0..nc {
         for y in 0..oh {
@@ -328,19 +394,43 @@ mod tests {
         let x = HostTensor::new(Dtype::F64, &[1, 1, 3, 3], (1..=9).map(f64::from).collect());
         let w = HostTensor::new(Dtype::F64, &[1, 1, 2, 2], vec![1.0, 0.0, 0.0, -1.0]);
         let b = HostTensor::new(Dtype::F64, &[1], vec![0.5]);
-        let p = ConvParams { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1 };
+        let p = ConvParams {
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        };
         let y = conv2d(&x, &w, Some(&b), &p);
         assert_eq!(y.shape, vec![1, 1, 2, 2]);
         assert_eq!(y.data, vec![-3.5; 4]);
         let go = HostTensor::new(Dtype::F64, &[1, 1, 2, 2], vec![1.0; 4]);
         let (gi, gw, gb) = conv2d_backward(&go, &x, &w, &p);
-        assert_eq!(gi.data, vec![1.0, 1.0, 0.0, 1.0, 0.0, -1.0, 0.0, -1.0, -1.0]);
+        assert_eq!(
+            gi.data,
+            vec![1.0, 1.0, 0.0, 1.0, 0.0, -1.0, 0.0, -1.0, -1.0]
+        );
         assert_eq!(gw.data, vec![12.0, 16.0, 24.0, 28.0]);
         assert_eq!(gb.data, vec![4.0]);
-        let pp = PoolParams { kernel: [2, 2], stride: [2, 2], padding: [0, 0], dilation: [1, 1], ceil_mode: true };
+        let pp = PoolParams {
+            kernel: [2, 2],
+            stride: [2, 2],
+            padding: [0, 0],
+            dilation: [1, 1],
+            ceil_mode: true,
+        };
         let (v, i) = max_pool2d(&x, &pp);
-        assert_eq!((v.data, i.data), (vec![5.0, 6.0, 8.0, 9.0], vec![4.0, 5.0, 7.0, 8.0]));
-        let a = avg_pool2d(&x, &pp, &AvgOpts { count_include_pad: true, divisor_override: None });
+        assert_eq!(
+            (v.data, i.data),
+            (vec![5.0, 6.0, 8.0, 9.0], vec![4.0, 5.0, 7.0, 8.0])
+        );
+        let a = avg_pool2d(
+            &x,
+            &pp,
+            &AvgOpts {
+                count_include_pad: true,
+                divisor_override: None,
+            },
+        );
         assert_eq!(a.data, vec![3.0, 4.5, 7.5, 9.0]);
         let ad = adaptive_avg_pool2d(&x, [2, 2]);
         assert_eq!(ad.data, vec![3.0, 4.0, 6.0, 7.0]);

@@ -29,7 +29,13 @@ fn channel_stats(x: &[f64], shape: &[i64]) -> Vec<(f64, f64)> {
 
 /// Normalises `x` per channel with `(mean, invstd)` and applies the affine
 /// `weight`/`bias` (absent: 1/0).
-fn bn_apply(x: &[f64], shape: &[i64], stats: &[(f64, f64)], w: Option<&[f64]>, b: Option<&[f64]>) -> Vec<f64> {
+fn bn_apply(
+    x: &[f64],
+    shape: &[i64],
+    stats: &[(f64, f64)],
+    w: Option<&[f64]>,
+    b: Option<&[f64]>,
+) -> Vec<f64> {
     let (_, c, inner) = channel_split(shape);
     x.iter()
         .enumerate()
@@ -74,14 +80,27 @@ pub(crate) fn batch_norm(
     } else {
         (0..c).map(|ch| (rm.data[ch], rv.data[ch])).collect()
     };
-    let norm: Vec<(f64, f64)> = stats.iter().map(|&(m, v)| (m, 1.0 / (v + eps).sqrt())).collect();
-    let out = bn_apply(&x.data, &x.shape, &norm, w.map(|t| &t.data[..]), b.map(|t| &t.data[..]));
+    let norm: Vec<(f64, f64)> = stats
+        .iter()
+        .map(|&(m, v)| (m, 1.0 / (v + eps).sqrt()))
+        .collect();
+    let out = bn_apply(
+        &x.data,
+        &x.shape,
+        &norm,
+        w.map(|t| &t.data[..]),
+        b.map(|t| &t.data[..]),
+    );
     let count = (n * inner) as f64;
     let (new_rm, new_rv) = if training {
         (
-            (0..c).map(|ch| (1.0 - momentum) * rm.data[ch] + momentum * stats[ch].0).collect(),
             (0..c)
-                .map(|ch| (1.0 - momentum) * rv.data[ch] + momentum * stats[ch].1 * count / (count - 1.0))
+                .map(|ch| (1.0 - momentum) * rm.data[ch] + momentum * stats[ch].0)
+                .collect(),
+            (0..c)
+                .map(|ch| {
+                    (1.0 - momentum) * rv.data[ch] + momentum * stats[ch].1 * count / (count - 1.0)
+                })
                 .collect(),
         )
     } else {
@@ -112,12 +131,19 @@ pub(crate) fn batch_norm_backward(
     let (_, c, inner) = channel_split(&x.shape);
     let norm_of = |xs: &[f64]| -> Vec<(f64, f64)> {
         if training {
-            channel_stats(xs, &x.shape).iter().map(|&(m, v)| (m, 1.0 / (v + eps).sqrt())).collect()
+            channel_stats(xs, &x.shape)
+                .iter()
+                .map(|&(m, v)| (m, 1.0 / (v + eps).sqrt()))
+                .collect()
         } else {
-            (0..c).map(|ch| (rm.data[ch], 1.0 / (rv.data[ch] + eps).sqrt())).collect()
+            (0..c)
+                .map(|ch| (rm.data[ch], 1.0 / (rv.data[ch] + eps).sqrt()))
+                .collect()
         }
     };
-    let gi = numeric_vjp(&x.data, &go.data, |xs| bn_apply(xs, &x.shape, &norm_of(xs), Some(&w.data), None));
+    let gi = numeric_vjp(&x.data, &go.data, |xs| {
+        bn_apply(xs, &x.shape, &norm_of(xs), Some(&w.data), None)
+    });
     let xhat = bn_apply(&x.data, &x.shape, &norm_of(&x.data), None, None);
     let mut gw = vec![0.0; c];
     let mut gb = vec![0.0; c];
@@ -136,9 +162,22 @@ pub(crate) fn batch_norm_backward(
 
 /// LayerNorm over the last `k` dims: (out, mean, rstd); mean and rstd have
 /// the leading dims' shape.
-pub(crate) fn layer_norm(x: &HostTensor, w: Option<&HostTensor>, b: Option<&HostTensor>, k: usize, eps: f64) -> (HostTensor, HostTensor, HostTensor) {
+pub(crate) fn layer_norm(
+    x: &HostTensor,
+    w: Option<&HostTensor>,
+    b: Option<&HostTensor>,
+    k: usize,
+    eps: f64,
+) -> (HostTensor, HostTensor, HostTensor) {
     let lead = &x.shape[..x.ndim() - k];
-    let (out, stats) = ln_apply(&x.data, x.numel(), lead, w.map(|t| &t.data[..]), b.map(|t| &t.data[..]), eps);
+    let (out, stats) = ln_apply(
+        &x.data,
+        x.numel(),
+        lead,
+        w.map(|t| &t.data[..]),
+        b.map(|t| &t.data[..]),
+        eps,
+    );
     (
         HostTensor::new(x.dtype, &x.shape, out),
         HostTensor::new(x.dtype, lead, stats.iter().map(|s| s.0).collect()),
@@ -147,7 +186,14 @@ pub(crate) fn layer_norm(x: &HostTensor, w: Option<&HostTensor>, b: Option<&Host
 }
 
 /// Normalises rows of `x` (rows = product of `lead`), affine by `w`, `b`.
-fn ln_apply(x: &[f64], n: usize, lead: &[i64], w: Option<&[f64]>, b: Option<&[f64]>, eps: f64) -> (Vec<f64>, Vec<(f64, f64)>) {
+fn ln_apply(
+    x: &[f64],
+    n: usize,
+    lead: &[i64],
+    w: Option<&[f64]>,
+    b: Option<&[f64]>,
+    eps: f64,
+) -> (Vec<f64>, Vec<(f64, f64)>) {
     let rows = lead.iter().product::<i64>() as usize;
     let len = n / rows.max(1);
     let mut out = vec![0.0; n];
@@ -166,10 +212,18 @@ fn ln_apply(x: &[f64], n: usize, lead: &[i64], w: Option<&[f64]>, b: Option<&[f6
 }
 
 /// LayerNormBackward: (grad_input, grad_weight, grad_bias).
-pub(crate) fn layer_norm_backward(go: &HostTensor, x: &HostTensor, w: &HostTensor, k: usize, eps: f64) -> (HostTensor, HostTensor, HostTensor) {
+pub(crate) fn layer_norm_backward(
+    go: &HostTensor,
+    x: &HostTensor,
+    w: &HostTensor,
+    k: usize,
+    eps: f64,
+) -> (HostTensor, HostTensor, HostTensor) {
     let lead = &x.shape[..x.ndim() - k];
     let n = x.numel();
-    let gi = numeric_vjp(&x.data, &go.data, |xs| ln_apply(xs, n, lead, Some(&w.data), None, eps).0);
+    let gi = numeric_vjp(&x.data, &go.data, |xs| {
+        ln_apply(xs, n, lead, Some(&w.data), None, eps).0
+    });
     let (xhat, _) = ln_apply(&x.data, n, lead, None, None, eps);
     let len = w.numel();
     let mut gw = vec![0.0; len];
@@ -202,7 +256,10 @@ mod tests {
         assert_eq!(r.save_invstd.data, vec![1.0, 0.5]);
         assert_eq!(r.running_mean.data, vec![0.2, 0.4]);
         // unbiased vars 2 and 8
-        assert!((r.running_var.data[0] - 1.1).abs() < 1e-15 && (r.running_var.data[1] - 1.7).abs() < 1e-15);
+        assert!(
+            (r.running_var.data[0] - 1.1).abs() < 1e-15
+                && (r.running_var.data[1] - 1.7).abs() < 1e-15
+        );
         let (y, m, s) = layer_norm(&x, None, None, 1, 0.0);
         assert_eq!(y.data, vec![-1.0, 1.0, -1.0, 1.0]);
         assert_eq!((m.data, s.data), (vec![1.5, 4.5], vec![2.0, 2.0 / 3.0]));
@@ -212,6 +269,9 @@ mod tests {
         let (gi, gw, gb) = layer_norm_backward(&go, &x, &w, 1, 1e-5);
         assert!(gi.data.iter().all(|g| g.abs() < 1e-6), "{gi:?}");
         assert_eq!(gb.data, vec![2.0, 2.0]);
-        assert!((gw.data[0] + 2.0).abs() < 1e-4 && (gw.data[1] - 2.0).abs() < 1e-4, "{gw:?}");
+        assert!(
+            (gw.data[0] + 2.0).abs() < 1e-4 && (gw.data[1] - 2.0).abs() < 1e-4,
+            "{gw:?}"
+        );
     }
 }

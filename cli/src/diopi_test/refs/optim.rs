@@ -67,11 +67,29 @@ pub(crate) struct AdamState {
 }
 
 /// One Adam (or AdamW) step.
-pub(crate) fn adam(p: &[f64], g: &[f64], m: &[f64], v: &[f64], vmax: &[f64], o: &AdamOpts) -> AdamState {
-    let (lr, b1, b2, eps, wd) = (f64::from(o.lr), f64::from(o.beta1), f64::from(o.beta2), f64::from(o.eps), f64::from(o.wd));
+pub(crate) fn adam(
+    p: &[f64],
+    g: &[f64],
+    m: &[f64],
+    v: &[f64],
+    vmax: &[f64],
+    o: &AdamOpts,
+) -> AdamState {
+    let (lr, b1, b2, eps, wd) = (
+        f64::from(o.lr),
+        f64::from(o.beta1),
+        f64::from(o.beta2),
+        f64::from(o.eps),
+        f64::from(o.wd),
+    );
     let bc1 = 1.0 - b1.powi(o.step as i32);
     let bc2 = 1.0 - b2.powi(o.step as i32);
-    let mut s = AdamState { param: vec![], exp_avg: vec![], exp_avg_sq: vec![], max_exp_avg_sq: vec![] };
+    let mut s = AdamState {
+        param: vec![],
+        exp_avg: vec![],
+        exp_avg_sq: vec![],
+        max_exp_avg_sq: vec![],
+    };
     for k in 0..p.len() {
         let mut param = p[k];
         let mut grad = g[k];
@@ -99,16 +117,39 @@ mod tests {
 
     #[test]
     fn steps_by_hand() {
-        let o = SgdOpts { lr: 0.5, momentum: 0.9, dampening: 0.0, wd: 0.1, nesterov: false };
+        let o = SgdOpts {
+            lr: 0.5,
+            momentum: 0.9,
+            dampening: 0.0,
+            wd: 0.1,
+            nesterov: false,
+        };
         // d = 1 + 0.1*2 = 1.2; buf = 0.9*1 + 1.2 = 2.1; p = 2 - 0.5*2.1
         let (p, b) = sgd(&[2.0], &[1.0], &[1.0], &o);
         assert!((b[0] - 2.1).abs() < 1e-15 && (p[0] - 0.95).abs() < 1e-15);
         // First Adam step: m = (1-b1) g, v = (1-b2) g^2, so the update is
         // lr * g/|g| (up to eps).
-        let a = AdamOpts { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 0.0, wd: 0.0, step: 1, amsgrad: false, decoupled: false };
+        let a = AdamOpts {
+            lr: 0.1,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 0.0,
+            wd: 0.0,
+            step: 1,
+            amsgrad: false,
+            decoupled: false,
+        };
         let s = adam(&[1.0], &[-3.0], &[0.0], &[0.0], &[0.0], &a);
-        assert!((s.param[0] - (1.0 + f64::from(0.1f32))).abs() < 1e-12, "{}", s.param[0]);
-        let w = AdamOpts { wd: 0.5, decoupled: true, ..a };
+        assert!(
+            (s.param[0] - (1.0 + f64::from(0.1f32))).abs() < 1e-12,
+            "{}",
+            s.param[0]
+        );
+        let w = AdamOpts {
+            wd: 0.5,
+            decoupled: true,
+            ..a
+        };
         let s = adam(&[1.0], &[-3.0], &[0.0], &[0.0], &[0.0], &w);
         let lr = f64::from(0.1f32);
         assert!((s.param[0] - ((1.0 - lr * 0.5) + lr)).abs() < 1e-12);

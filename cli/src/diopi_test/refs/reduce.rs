@@ -22,7 +22,9 @@ pub(crate) fn reduce(
     let reduced: Vec<bool> = (0..nd)
         .map(|d| dims.is_empty() || dims.iter().any(|&x| wrap_dim(x, nd) == d))
         .collect();
-    let out_full: Vec<i64> = (0..nd).map(|d| if reduced[d] { 1 } else { t.shape[d] }).collect();
+    let out_full: Vec<i64> = (0..nd)
+        .map(|d| if reduced[d] { 1 } else { t.shape[d] })
+        .collect();
     let out_strides = contiguous_strides(&out_full);
     let mut groups = vec![Vec::new(); numel(&out_full)];
     let in_strides = contiguous_strides(&t.shape);
@@ -40,7 +42,10 @@ pub(crate) fn reduce(
     let shape: Vec<i64> = if keepdim {
         out_full
     } else {
-        (0..nd).filter(|&d| !reduced[d]).map(|d| t.shape[d]).collect()
+        (0..nd)
+            .filter(|&d| !reduced[d])
+            .map(|d| t.shape[d])
+            .collect()
     };
     HostTensor::new(dtype, &shape, data)
 }
@@ -71,7 +76,12 @@ pub(crate) fn extreme(v: &[f64], max: bool) -> (f64, usize) {
 }
 
 /// `Max`/`Min` along `dim`: values and int64 indices, keepdim as given.
-pub(crate) fn max_min_dim(t: &HostTensor, dim: i64, keepdim: bool, max: bool) -> (HostTensor, HostTensor) {
+pub(crate) fn max_min_dim(
+    t: &HostTensor,
+    dim: i64,
+    keepdim: bool,
+    max: bool,
+) -> (HostTensor, HostTensor) {
     let d = [dim];
     let vals = reduce(t, &d, keepdim, t.dtype, |g| extreme(g, max).0);
     let idx = reduce(t, &d, keepdim, Dtype::I64, |g| extreme(g, max).1 as f64);
@@ -85,9 +95,15 @@ mod tests {
     #[test]
     fn reductions() {
         let t = HostTensor::new(Dtype::F32, &[2, 3], vec![1.0, 5.0, 3.0, 4.0, 2.0, 6.0]);
-        assert_eq!(reduce(&t, &[1], false, Dtype::F32, sum).data, vec![9.0, 12.0]);
+        assert_eq!(
+            reduce(&t, &[1], false, Dtype::F32, sum).data,
+            vec![9.0, 12.0]
+        );
         assert_eq!(reduce(&t, &[0], true, Dtype::F32, sum).shape, vec![1, 3]);
-        assert_eq!(reduce(&t, &[0], true, Dtype::F32, sum).data, vec![5.0, 7.0, 9.0]);
+        assert_eq!(
+            reduce(&t, &[0], true, Dtype::F32, sum).data,
+            vec![5.0, 7.0, 9.0]
+        );
         let all = reduce(&t, &[], false, Dtype::F32, mean);
         assert_eq!((all.shape.len(), all.data[0]), (0, 3.5));
         let (v, i) = max_min_dim(&t, -1, false, true);
