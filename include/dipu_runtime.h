@@ -769,9 +769,10 @@ dipu_status dipu_device_memory_info(int32_t device, dipu_memory_info *out);
 // `path` must be NULL or a NUL-terminated string.
 dipu_status dipu_diopi_open(const char *path);
 
-// Closes the DIOPI kernel library (a no-op when none is open). Function
-// pointers from dipu_diopi_lookup are invalid afterwards. Thread-safe,
-// but no other thread may be calling into the library.
+// Closes the DIOPI kernel library (a no-op when none is open), so that
+// another may be opened. The file is never unloaded: kernels still
+// queued and function pointers from dipu_diopi_lookup stay valid.
+// Thread-safe.
 dipu_status dipu_diopi_close(void);
 
 // Copies the path of the open kernel library and a NUL into `buf` of

@@ -9,6 +9,7 @@
 //! executable.
 
 use std::ffi::{c_char, c_void, CStr, CString};
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,11 +20,13 @@ use parking_lot::Mutex;
 /// The variable naming the kernel library's path.
 pub const ENV_LIBRARY: &str = "DIPU_DIOPI_LIBRARY";
 
-/// An open kernel library.
+/// An open kernel library. It is never unloaded (as vendor plugins are
+/// not): kernels queued on streams may still run its code after
+/// [`close`], and frameworks keep the function pointers they looked up.
 #[derive(Debug)]
 pub struct KernelLibrary {
     path: PathBuf,
-    lib: Library,
+    lib: ManuallyDrop<Library>,
 }
 
 impl KernelLibrary {
@@ -108,9 +111,9 @@ pub fn require_current() -> Result<Arc<KernelLibrary>> {
     })
 }
 
-/// Closes the process's library (a no-op when none is open). Function
-/// pointers looked up before are invalid once the last `Arc` of the
-/// library goes.
+/// Forgets the process's library (a no-op when none is open), so that
+/// another one may be opened. The file stays mapped: function pointers
+/// looked up before stay valid.
 pub fn close() {
     let old = OPEN.lock().take();
     drop(old);
@@ -292,7 +295,7 @@ fn load(path: &Path) -> Result<KernelLibrary> {
     match unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) } {
         Ok(lib) => Ok(KernelLibrary {
             path: path.to_owned(),
-            lib,
+            lib: ManuallyDrop::new(lib),
         }),
         Err(e) => {
             let text = e.to_string();

@@ -53,9 +53,10 @@ pub unsafe extern "C" fn dipu_diopi_open(path: *const c_char) -> dipu_status {
     })
 }
 
-/// Closes the DIOPI kernel library (a no-op when none is open). Function
-/// pointers from dipu_diopi_lookup are invalid afterwards. Thread-safe,
-/// but no other thread may be calling into the library.
+/// Closes the DIOPI kernel library (a no-op when none is open), so that
+/// another may be opened. The file is never unloaded: kernels still
+/// queued and function pointers from dipu_diopi_lookup stay valid.
+/// Thread-safe.
 #[no_mangle]
 pub extern "C" fn dipu_diopi_close() -> dipu_status {
     ffi_boundary!("dipu_diopi_close", {
