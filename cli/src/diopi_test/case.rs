@@ -112,9 +112,9 @@ pub(crate) struct Case {
     pub(crate) check: Check,
     /// An `(output, input)` pair that may share storage in an aliasing run.
     pub(crate) alias: Option<(usize, usize)>,
-    /// Whether strided variants make sense (false for ops whose tensors
-    /// are all 0-dim or whose checks need contiguity).
-    pub(crate) strided: bool,
+    /// An input whose first dimension is broadcast (stride 0) in every
+    /// run: its values repeat along that dimension.
+    pub(crate) expanded: Option<usize>,
 }
 
 impl Case {
@@ -128,7 +128,7 @@ impl Case {
             expected: Vec::new(),
             check: Check::Values,
             alias: None,
-            strided: true,
+            expanded: None,
         }
     }
 

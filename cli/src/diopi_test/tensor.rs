@@ -82,6 +82,9 @@ pub(crate) enum Layout {
     /// Every other element of a storage twice as long along the last
     /// dimension, starting at offset 1 (a sliced view `x[..., 1::2]`).
     Sliced,
+    /// Dimension 0 broadcast: stride 0, the storage holds one slice (an
+    /// expanded view; the values must repeat along dimension 0).
+    Expanded,
 }
 
 /// A tensor placed in a storage: strides, offset and the storage's size,
@@ -121,6 +124,15 @@ impl Placement {
                     strides,
                     offset: 0,
                     storage_len: n,
+                }
+            }
+            Layout::Expanded => {
+                let mut strides = contiguous_strides(shape);
+                strides[0] = 0;
+                Placement {
+                    strides,
+                    offset: 0,
+                    storage_len: numel(&shape[1..]),
                 }
             }
             Layout::Transposed | Layout::Sliced => {
@@ -173,6 +185,9 @@ mod tests {
         assert_eq!(s.strides, vec![4, 2]);
         assert_eq!(s.positions(&[2, 2]), vec![1, 3, 5, 7]);
         assert_eq!(s.storage_len, 9);
+        let e = Placement::new(&[3, 2], Layout::Expanded);
+        assert_eq!((e.strides.clone(), e.storage_len), (vec![0, 1], 2));
+        assert_eq!(e.positions(&[3, 2]), vec![0, 1, 0, 1, 0, 1]);
         let z = Placement::new(&[], Layout::Sliced);
         assert_eq!(z.positions(&[]), vec![0]);
     }

@@ -318,6 +318,17 @@ fn cast_cases(rng: &mut Rng, copy: bool) -> Vec<Case> {
             cases.push(c);
         }
     }
+    if copy {
+        // DIPU expands the source before CopyInp: a stride-0 first dimension.
+        let mut c = Case::new("source expanded (stride 0)");
+        let row = rand(rng, Dtype::F32, &[1, 4], -4.0, 4.0);
+        let src = HostTensor::new(Dtype::F32, &[3, 4], row.data.repeat(3));
+        let expect = src.to(Dtype::F16);
+        let i = c.input(src);
+        c.output(expect);
+        c.expanded = Some(i);
+        cases.push(c);
+    }
     cases
 }
 

@@ -173,7 +173,11 @@ fn matmul_ops() -> Vec<Op> {
         mat(
             "diopiMm",
             sig!(T, C, C),
-            vec![vec![vec![3, 5], vec![5, 4]], vec![vec![1, 7], vec![7, 1]]],
+            vec![
+                vec![vec![3, 5], vec![5, 4]],
+                vec![vec![1, 7], vec![7, 1]],
+                vec![vec![3, 0], vec![0, 4]],
+            ],
             |rng, dt, s| {
                 let mut c = Case::new("");
                 let (a, b) = (
