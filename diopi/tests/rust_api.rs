@@ -187,3 +187,31 @@ fn generator_handles_name_the_runtime_generators() {
     let bogus = 8usize as *const c_void;
     assert!(dipu_diopi::seed_and_offset(bogus.cast()).is_err());
 }
+
+#[test]
+fn contexts_on_many_threads_require_and_free_independently() {
+    let _s = serial();
+    let lib = dipu_diopi::open(mini()).unwrap();
+    // SAFETY: diopi_mini_require's C signature.
+    let require: RequireFn = unsafe { lib.function("diopi_mini_require") }.unwrap();
+    let rt = dipu_runtime::get().unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let rt = Arc::clone(&rt);
+            std::thread::spawn(move || {
+                let stream = rt.context().stream_from_pool(0, false).unwrap();
+                for _ in 0..25 {
+                    let ctx = Context::new(stream).unwrap();
+                    let mut out: TensorHandle = std::ptr::null_mut();
+                    // SAFETY: a live context and a writable out-pointer.
+                    assert!(unsafe { require(ctx.handle(), 512, &mut out) }.is_success());
+                    assert_eq!(ctx.required_count(), 2);
+                }
+                stream.synchronize().unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

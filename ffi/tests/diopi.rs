@@ -5,7 +5,8 @@
 //! synchronize, missing ops as NULL, RequireTensor memory freed at
 //! context destroy (memory stats), generator seed/offset round trips, bad
 //! input; a library needing a missing diopirt symbol refused by name;
-//! DIPU_DIOPI_LIBRARY and the default search; the runtime itself opened
+//! DIPU_DIOPI_LIBRARY and the default search (beside the runtime and the
+//! executable, or beside a vendor plugin); the runtime itself opened
 //! RTLD_LOCAL. Run `cargo build -p dipu-ffi` first (cargo test does not
 //! rebuild the cdylib; a stale one is detected).
 
@@ -289,4 +290,34 @@ fn a_runtime_opened_rtld_local_still_serves_the_kernel_library() {
     let runtime = b.lib_dir.join("libdipu_runtime.so");
     let out = run(&b.dlopen, &[s(&runtime), s(&b.mini)], &[]);
     assert_ok(&out, "diopi_dlopen");
+}
+
+#[test]
+fn a_plugin_vendor_s_library_is_looked_for_beside_the_plugin() {
+    let b = built();
+    let plugin_dir = work_dir().join("plugin");
+    let _ = std::fs::remove_dir_all(&plugin_dir);
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    let plugin = plugin_dir.join("libdipu_vendor_host.so");
+    std::fs::copy(b.lib_dir.join("libdipu_vendor_host.so"), &plugin)
+        .expect("target/<profile>/libdipu_vendor_host.so (built with dipu-vendor-host)");
+    let env = [("DIPU_VENDOR", s(&plugin))];
+    let expect = format!(
+        "fail:looked for libdiopi_impl_host.so and libdiopi_impl.so in {} (beside the vendor plugin); \
+         set DIPU_DIOPI_LIBRARY",
+        plugin_dir.display()
+    );
+    assert_ok(
+        &run(&b.driver, &["open-default", &expect], &env),
+        "nothing beside the plugin",
+    );
+    std::fs::copy(&b.mini, plugin_dir.join("libdiopi_impl.so")).unwrap();
+    assert_ok(
+        &run(
+            &b.driver,
+            &["open-default", "/plugin/libdiopi_impl.so"],
+            &env,
+        ),
+        "libdiopi_impl.so beside the plugin",
+    );
 }
