@@ -11,7 +11,9 @@
 //! with strided inputs, strided outputs, `out` aliasing an input (where the
 //! op allows it) and on a non-default stream (`runner`); random ops are
 //! checked statistically and for reproducibility from a seed and offset.
-//! Ops the library lacks are listed as "not in library".
+//! Ops the library lacks are listed as "not in library". Library-level
+//! checks come first (`utest`): vendor name and version, the last-error
+//! message after failing calls, two contexts on two streams at once.
 
 mod case;
 mod compare;
@@ -23,6 +25,7 @@ mod report;
 mod rng;
 mod runner;
 mod tensor;
+mod utest;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -60,15 +63,16 @@ pub(crate) fn run(args: &DiopiTestArgs) -> Result<(), Failure> {
             })?),
             None => None,
         };
+    let selected = |name: &str| {
+        filter
+            .as_ref()
+            .is_none_or(|re| re.is_match(name) || re.is_match(name.trim_start_matches("diopi")))
+    };
     let ops: Vec<ops::Op> = ops::all()
         .into_iter()
-        .filter(|op| {
-            filter.as_ref().is_none_or(|re| {
-                re.is_match(op.name) || re.is_match(op.name.trim_start_matches("diopi"))
-            })
-        })
+        .filter(|op| selected(op.name))
         .collect();
-    if ops.is_empty() {
+    if ops.is_empty() && !utest::NAMES.iter().any(|n| selected(n)) {
         return Err(Failure::Error(Error::new(
             ErrorKind::InvalidArgument,
             format!(
@@ -94,6 +98,7 @@ pub(crate) fn run(args: &DiopiTestArgs) -> Result<(), Failure> {
         library: env.lib.path().display().to_string(),
         ..report::Report::default()
     };
+    report.ops.extend(utest::run(&env, selected));
     for op in &ops {
         report.ops.push(runner::run_op(&env, op));
     }

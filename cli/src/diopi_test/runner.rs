@@ -223,15 +223,22 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
     Ok(l)
 }
 
-/// Runs `case` once in `variant` and checks values, unchanged inputs and
-/// untouched gaps; returns every tensor's logical values read back.
-pub(crate) fn run_case(
+/// A case placed on the device, ready to call.
+pub(crate) struct Placed<'a> {
+    case: &'a Case,
+    dev: Vec<DevTensor>,
+    lowered: Lowering,
+    /// The stream the case runs on.
+    pub(crate) stream: Stream,
+    alias: Option<(usize, usize)>,
+}
+
+/// Places `case`'s tensors for `variant` and lowers its arguments.
+pub(crate) fn prepare<'a>(
     env: &Env,
-    f: *const c_void,
-    sig: &Sig,
-    case: &Case,
+    case: &'a Case,
     variant: Variant,
-) -> Result<Vec<Vec<f64>>, String> {
+) -> Result<Placed<'a>, String> {
     let stream = if variant == Variant::OtherStream {
         env.side_stream
     } else {
@@ -281,76 +288,121 @@ pub(crate) fn run_case(
         };
     }
     let lowered = lower(env, case, &dev)?;
-    let ctx = diopi::Context::new(stream).map_err(|e| format!("context: {e}"))?;
-    // SAFETY: the symbol is the op's DIOPI function of this signature (the
-    // table declares it from the reference's functions.h); every pointer in
-    // the arguments points into `dev` and `lowered`, alive until after the
-    // stream is synchronised below.
-    let rc = unsafe { sig.invoke(f, ctx.handle().cast(), &lowered.args) };
-    let synced = stream.synchronize();
+    Ok(Placed {
+        case,
+        dev,
+        lowered,
+        stream,
+        alias,
+    })
+}
+
+/// `returned diopiErrorOccurred (1): <the library's message>`.
+pub(crate) fn status_error(env: &Env, rc: i32) -> String {
+    let msg = env.lib.last_error().unwrap_or_default();
+    format!("returned {} ({rc}): {msg}", diopi::DiopiError(rc).name())
+}
+
+/// Runs `case` once in `variant` and checks values, unchanged inputs and
+/// untouched gaps; returns every tensor's logical values read back.
+pub(crate) fn run_case(
+    env: &Env,
+    f: *const c_void,
+    sig: &Sig,
+    case: &Case,
+    variant: Variant,
+) -> Result<Vec<Vec<f64>>, String> {
+    let placed = prepare(env, case, variant)?;
+    let (rc, ctx) = placed.launch(f, sig)?;
+    let synced = placed.stream.synchronize();
     drop(ctx);
-    let rc = rc?;
     if rc != 0 {
-        let msg = env.lib.last_error().unwrap_or_default();
-        return Err(format!(
-            "returned {} ({rc}): {msg}",
-            diopi::DiopiError(rc).name()
-        ));
+        return Err(status_error(env, rc));
     }
     synced.map_err(|e| format!("synchronising the stream: {e}"))?;
-    drop(lowered);
+    placed.finish()
+}
 
-    let mut values = Vec::with_capacity(dev.len());
-    for (i, d) in dev.iter().enumerate() {
-        let owner = &dev[d.storage_of];
-        let buf = owner
-            .buf
-            .as_ref()
-            .ok_or("aliased storage without a buffer")?;
-        let mut bytes = vec![0u8; owner.image.len()];
-        buf.copy_to_host(&mut bytes, Some(stream))
-            .map_err(|e| e.to_string())?;
-        let sz = d.dtype.size();
-        let positions = d.place.positions(&case.tensors[i].shape);
-        values.push(
-            positions
-                .iter()
-                .map(|&p| d.dtype.decode(&bytes[p * sz..]))
-                .collect::<Vec<f64>>(),
-        );
-        let written = is_mutable(case, i) || alias.is_some_and(|(o, src)| src == i || o == i);
-        if !written && bytes != d.image {
-            return Err(format!(
-                "input {} {} was modified",
-                position(case, i),
-                case.tensors[i].describe()
-            ));
-        }
-        if written && d.place.storage_len > positions.len() {
-            let mut inside = vec![false; d.place.storage_len];
-            for &p in &positions {
-                inside[p] = true;
-            }
-            if let Some(p) = (0..d.place.storage_len)
-                .find(|&p| !inside[p] && bytes[p * sz..][..sz] != d.image[p * sz..][..sz])
-            {
+impl Placed<'_> {
+    /// Calls `f` on a new context on the case's stream without waiting;
+    /// returns the status and the context, to drop once the stream is
+    /// synchronised.
+    pub(crate) fn launch(
+        &self,
+        f: *const c_void,
+        sig: &Sig,
+    ) -> Result<(i32, diopi::Context), String> {
+        let ctx = diopi::Context::new(self.stream).map_err(|e| format!("context: {e}"))?;
+        // SAFETY: the symbol is the op's DIOPI function of this signature
+        // (the table declares it from the reference's functions.h); every
+        // pointer in the arguments points into `self`, which the caller
+        // keeps until the stream is synchronised.
+        let rc = unsafe { sig.invoke(f, ctx.handle().cast(), &self.lowered.args) }?;
+        Ok((rc, ctx))
+    }
+
+    /// After the call and a synchronisation: reads every tensor back and
+    /// checks values, unchanged inputs and untouched gaps.
+    pub(crate) fn finish(self) -> Result<Vec<Vec<f64>>, String> {
+        let Placed {
+            case,
+            dev,
+            alias,
+            stream,
+            ..
+        } = self;
+        let mut values = Vec::with_capacity(dev.len());
+        for (i, d) in dev.iter().enumerate() {
+            let owner = &dev[d.storage_of];
+            let buf = owner
+                .buf
+                .as_ref()
+                .ok_or("aliased storage without a buffer")?;
+            let mut bytes = vec![0u8; owner.image.len()];
+            buf.copy_to_host(&mut bytes, Some(stream))
+                .map_err(|e| e.to_string())?;
+            let sz = d.dtype.size();
+            let positions = d.place.positions(&case.tensors[i].shape);
+            values.push(
+                positions
+                    .iter()
+                    .map(|&p| d.dtype.decode(&bytes[p * sz..]))
+                    .collect::<Vec<f64>>(),
+            );
+            let written = is_mutable(case, i) || alias.is_some_and(|(o, src)| src == i || o == i);
+            if !written && bytes != d.image {
                 return Err(format!(
-                    "{} {} written outside its strided view (storage element {p})",
+                    "input {} {} was modified",
                     position(case, i),
                     case.tensors[i].describe()
                 ));
             }
+            if written && d.place.storage_len > positions.len() {
+                let mut inside = vec![false; d.place.storage_len];
+                for &p in &positions {
+                    inside[p] = true;
+                }
+                if let Some(p) = (0..d.place.storage_len)
+                    .find(|&p| !inside[p] && bytes[p * sz..][..sz] != d.image[p * sz..][..sz])
+                {
+                    return Err(format!(
+                        "{} {} written outside its strided view (storage element {p})",
+                        position(case, i),
+                        case.tensors[i].describe()
+                    ));
+                }
+            }
         }
+        if case.check == Check::Values && case.expected.is_empty() {
+            return Err("runner bug: the case expects nothing".into());
+        }
+        for (i, want) in &case.expected {
+            let (atol, rtol) = case.tolerance(want.dtype);
+            compare(&position(case, *i), &values[*i], want, atol, rtol)?;
+        }
+        check_random(&case.check, &values)?;
+        Ok(values)
     }
-    if case.check == Check::Values && case.expected.is_empty() {
-        return Err("runner bug: the case expects nothing".into());
-    }
-    for (i, want) in &case.expected {
-        let (atol, rtol) = case.tolerance(want.dtype);
-        compare(&position(case, *i), &values[*i], want, atol, rtol)?;
-    }
-    check_random(&case.check, &values)?;
-    Ok(values)
 }
 
 /// The variants that make sense for `case`.
