@@ -112,6 +112,8 @@ pub(crate) struct Case {
     pub(crate) check: Check,
     /// An `(output, input)` pair that may share storage in an aliasing run.
     pub(crate) alias: Option<(usize, usize)>,
+    /// Another such pair (`out` aliasing the second operand).
+    pub(crate) alias_other: Option<(usize, usize)>,
     /// An input whose first dimension is broadcast (stride 0) in every
     /// run: its values repeat along that dimension.
     pub(crate) expanded: Option<usize>,
@@ -128,6 +130,7 @@ impl Case {
             expected: Vec::new(),
             check: Check::Values,
             alias: None,
+            alias_other: None,
             expanded: None,
         }
     }

@@ -45,6 +45,8 @@ pub(crate) enum Variant {
     StridedOutputs,
     /// The output shares the storage of an input.
     Alias,
+    /// The output shares the storage of the second operand.
+    AliasOther,
     /// Contiguous, on a non-default stream.
     OtherStream,
 }
@@ -57,6 +59,7 @@ impl Variant {
             Variant::StridedInputs => "strided inputs",
             Variant::StridedOutputs => "strided outputs",
             Variant::Alias => "out aliases input",
+            Variant::AliasOther => "out aliases other",
             Variant::OtherStream => "non-default stream",
         }
     }
@@ -244,10 +247,10 @@ pub(crate) fn prepare<'a>(
     } else {
         env.default_stream
     };
-    let alias = if variant == Variant::Alias {
-        case.alias
-    } else {
-        None
+    let alias = match variant {
+        Variant::Alias => case.alias,
+        Variant::AliasOther => case.alias_other,
+        _ => None,
     };
     let mut dev: Vec<DevTensor> = Vec::with_capacity(case.tensors.len());
     for i in 0..case.tensors.len() {
@@ -420,6 +423,9 @@ fn variants(case: &Case) -> Vec<Variant> {
     }
     if case.alias.is_some() {
         v.push(Variant::Alias);
+    }
+    if case.alias_other.is_some() {
+        v.push(Variant::AliasOther);
     }
     v.push(Variant::OtherStream);
     v

@@ -123,9 +123,12 @@ fn binary(
                             if matches!(form, Form::Out) {
                                 let o = c.output(expect.clone());
                                 let ia = c.input(a);
-                                c.input(b);
+                                let ib = c.input(b);
                                 if expect.shape == c.tensors[ia].shape {
                                     c.alias = Some((o, ia));
+                                }
+                                if expect.shape == c.tensors[ib].shape {
+                                    c.alias_other = Some((o, ib));
                                 }
                             } else {
                                 if expect.shape != a.shape {
@@ -184,7 +187,7 @@ fn compare(name: &'static str, scalar: bool, f: fn(f64, f64) -> bool) -> Op {
     let s = if scalar { sig!(T, C, S) } else { sig!(T, C, C) };
     op(name, s, move |rng| {
         let mut cases = Vec::new();
-        for dt in [Dtype::F32, Dtype::F16, Dtype::I64] {
+        for dt in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::I64] {
             let pairs = if dt == Dtype::F32 {
                 binary_shapes(dt)
             } else {

@@ -54,15 +54,19 @@ fn index_ops() -> Vec<Op> {
         op("diopiIndexSelect", sig!(T, C, I, C), |rng: &mut Rng| {
             let mut cases = Vec::new();
             for dt in FLOATS {
-                for (shape, dim) in [(vec![4, 5], 0i64), (vec![3, 4, 5], 1), (vec![3, 4, 5], -1)] {
-                    let mut c = Case::new(format!("dim={dim}"));
+                for (shape, dim, idt) in [
+                    (vec![4, 5], 0i64, Dtype::I64),
+                    (vec![3, 4, 5], 1, Dtype::I32),
+                    (vec![3, 4, 5], -1, Dtype::I64),
+                ] {
+                    let mut c = Case::new(format!("dim={dim} index {}", idt.name()));
                     let x = rand(rng, dt, &shape, -1.0, 1.0);
                     let d = if dim < 0 {
                         dim + shape.len() as i64
                     } else {
                         dim
                     } as usize;
-                    let i = rand_int(rng, Dtype::I64, &[3], 0, shape[d]);
+                    let i = rand_int(rng, idt, &[3], 0, shape[d]);
                     c.output(r::index_select(&x, d, &i));
                     c.input(x);
                     c.arg(Arg::I(dim));
