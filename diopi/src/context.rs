@@ -17,7 +17,8 @@ use std::sync::Arc;
 use dipu_runtime::{Error, Result, Runtime, Stream};
 use parking_lot::Mutex;
 
-use crate::launch::{launch_host_func, report_launch_error};
+use crate::error::report_error;
+use crate::launch::launch_host_func;
 use crate::tensor::{contiguous_strides, span_of, OwnedTensor};
 use crate::types::{DiopiDevice, Dtype, TensorHandle, HOST_DEVICE};
 
@@ -178,7 +179,7 @@ impl Drop for DiopiContext {
             if let Some((device, ptr)) = r.device.take() {
                 // Stream-ordered: the block was allocated on our stream.
                 if let Err(e) = self.rt.free_raw(device, ptr) {
-                    report_launch_error("diopi context destroy: freeing a required tensor", &e);
+                    report_error("diopi context destroy: freeing a required tensor", &e);
                 }
             }
         }
@@ -196,7 +197,7 @@ impl Drop for DiopiContext {
         let result = launch_host_func(self.stream, Box::new(move || drop(queued.lock().take())));
         if result.is_err() {
             if let Err(e) = self.stream.synchronize() {
-                report_launch_error("diopi context destroy: synchronizing the stream", &e);
+                report_error("diopi context destroy: synchronizing the stream", &e);
             }
             drop(slot.lock().take());
         }
@@ -307,7 +308,7 @@ impl Context {
 impl Drop for Context {
     fn drop(&mut self) {
         if let Err(e) = context_destroy(self.handle) {
-            report_launch_error("dropping a diopi Context", &e);
+            report_error("dropping a diopi Context", &e);
         }
     }
 }

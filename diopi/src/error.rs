@@ -49,6 +49,11 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
     }
 }
 
+/// Reports the error `e` of `what` where nobody can return it (a drop).
+pub(crate) fn report_error(what: &str, e: &Error) {
+    report(&format!("{what}: {e}"));
+}
+
 /// Runs a diopirt body: `Ok` is `diopiSuccess`; an error or a caught panic
 /// is reported (prefixed with `name`) and becomes `diopiErrorOccurred`.
 pub(crate) fn diopi_status(name: &str, body: impl FnOnce() -> Result<()>) -> DiopiError {

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use dipu_deviceapi::{HostCallback, StreamHandle};
 use dipu_runtime::{DeviceGuard, Error, Result, Stream};
 
-use crate::error::{report, status_of};
+use crate::error::status_of;
 
 /// Queues `f` on `stream`: it runs on a host thread after all earlier work
 /// on the stream, and later work waits for it (as `cudaLaunchHostFunc`).
@@ -79,9 +79,4 @@ pub unsafe extern "C" fn dipu_launch_host_func_raw(
             }),
         )
     })
-}
-
-/// Reports a failed launch (for callers that cannot return it).
-pub(crate) fn report_launch_error(what: &str, e: &Error) {
-    report(&format!("{what}: {e}"));
 }
