@@ -165,8 +165,22 @@ pub unsafe extern "C" fn diopiGetTensorNumel(th: ConstTensorHandle, numel: *mut 
             0
         } else {
             // SAFETY: the caller's contract.
-            let info = unsafe { TensorInfo::read(th) }?;
-            numel_of(&info.shape).unwrap_or(0)
+            let t = unsafe { d(th) }?;
+            let ndim = usize::try_from(t.ndim).unwrap_or(0);
+            if ndim > 0 && t.shape.is_null() {
+                return Err(Error::invalid_argument(format!(
+                    "tensor {th:p}: {ndim} dimensions but a NULL shape"
+                )));
+            }
+            let shape = if ndim == 0 {
+                &[][..]
+            } else {
+                // SAFETY: not NULL; `ndim` readable sizes by the caller's contract.
+                unsafe { std::slice::from_raw_parts(t.shape, ndim) }
+            };
+            numel_of(shape).ok_or_else(|| {
+                Error::invalid_argument(format!("tensor {th:p}: bad shape {shape:?}"))
+            })?
         };
         // SAFETY: the caller's contract.
         unsafe { write_out(numel, "numel", n) }
