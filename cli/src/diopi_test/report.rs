@@ -33,6 +33,8 @@ pub(crate) struct OpResult {
     pub(crate) cases: usize,
     /// Calls made (cases times variants).
     pub(crate) runs: usize,
+    /// Wall time building and running the cases, in seconds.
+    pub(crate) seconds: f64,
     /// What happened.
     pub(crate) outcome: Outcome,
 }
@@ -83,8 +85,11 @@ impl Report {
                 Outcome::Passed => {
                     let _ = writeln!(
                         s,
-                        "  pass     {:<32} {} cases, {} runs",
-                        op.name, op.cases, op.runs
+                        "  pass     {:<32} {} cases, {} runs, {:.0} ms",
+                        op.name,
+                        op.cases,
+                        op.runs,
+                        op.seconds * 1e3
                     );
                 }
                 Outcome::Missing => {
@@ -147,11 +152,12 @@ impl Report {
                     })
                     .collect();
                 format!(
-                    "{{\"name\":{},\"status\":{},\"cases\":{},\"runs\":{},\"failures\":[{}]}}",
+                    "{{\"name\":{},\"status\":{},\"cases\":{},\"runs\":{},\"seconds\":{:.4},\"failures\":[{}]}}",
                     quote(op.name),
                     quote(status),
                     op.cases,
                     op.runs,
+                    op.seconds,
                     fails.join(",")
                 )
             })
@@ -199,6 +205,7 @@ mod tests {
                     cases: 2,
                     runs: 8,
                     outcome: Outcome::Passed,
+                    seconds: 0.0,
                 },
                 OpResult {
                     name: "diopiMul",
@@ -209,12 +216,14 @@ mod tests {
                         variant: "contiguous",
                         message: "bad\n".into(),
                     }]),
+                    seconds: 0.0,
                 },
                 OpResult {
                     name: "diopiExp",
                     cases: 0,
                     runs: 0,
                     outcome: Outcome::Missing,
+                    seconds: 0.0,
                 },
             ],
             seconds: 0.5,

@@ -472,11 +472,13 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 
 /// Builds and runs every case of `op`.
 pub(crate) fn run_op(env: &Env, op: &Op) -> OpResult {
+    let start = std::time::Instant::now();
     let mut result = OpResult {
         name: op.name,
         cases: 0,
         runs: 0,
         outcome: Outcome::Missing,
+        seconds: 0.0,
     };
     let Some(f) = env.lib.symbol(op.name) else {
         return result;
@@ -522,6 +524,7 @@ pub(crate) fn run_op(env: &Env, op: &Op) -> OpResult {
             }
         }
     }
+    result.seconds = start.elapsed().as_secs_f64();
     result.outcome = if fails.is_empty() {
         Outcome::Passed
     } else {

@@ -38,6 +38,7 @@ fn result(name: &'static str, runs: usize, errors: Vec<String>) -> OpResult {
         cases: 1,
         runs,
         outcome,
+        seconds: 0.0,
     }
 }
 
@@ -47,6 +48,7 @@ fn missing(name: &'static str) -> OpResult {
         cases: 0,
         runs: 0,
         outcome: Outcome::Missing,
+        seconds: 0.0,
     }
 }
 
@@ -136,7 +138,7 @@ fn two_streams(env: &Env) -> Option<OpResult> {
         return None;
     };
     let mut rng = Rng::for_op(name);
-    let shape = [256, 256];
+    let shape = [128, 128];
     let a = super::ops::rand(&mut rng, Dtype::F32, &shape, -1.0, 1.0);
     let b = super::ops::rand(&mut rng, Dtype::F32, &shape, -1.0, 1.0);
     let mut c1 = Case::new("Add on the default stream");
@@ -179,6 +181,11 @@ pub(crate) fn run(env: &Env, keep: impl Fn(&str) -> bool) -> Vec<OpResult> {
     checks
         .iter()
         .filter(|(n, _)| keep(n))
-        .filter_map(|(_, f)| f(env))
+        .filter_map(|(_, f)| {
+            let start = std::time::Instant::now();
+            let mut r = f(env)?;
+            r.seconds = start.elapsed().as_secs_f64();
+            Some(r)
+        })
         .collect()
 }
