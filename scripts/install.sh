@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dipu-rs C API into PREFIX:
 #   PREFIX/lib/libdipu_runtime.so, libdipu_runtime.a, libdipu_vendor_host.so
-#   PREFIX/include/dipu_runtime.h
+#   PREFIX/include/dipu_runtime.h, PREFIX/include/diopi/*.h (DIOPI's C API)
+#   PREFIX/lib/libdiopi_impl_host.so (the host vendor's DIOPI kernel library)
 #   PREFIX/lib/pkgconfig/dipu_runtime.pc
 #   PREFIX/lib/cmake/dipu_runtime/dipu_runtimeConfig.cmake (+ ConfigVersion)
 #
@@ -31,7 +32,7 @@ target_dir="${CARGO_TARGET_DIR:-$root/target}"
 libdir="${DIPU_LIB_DIR:-$target_dir/$outdir}"
 
 if [ "${DIPU_NO_BUILD:-0}" != 1 ]; then
-  (cd "$root" && cargo build --locked --profile "$profile" -p dipu-ffi -p dipu-vendor-host)
+  (cd "$root" && cargo build --locked --profile "$profile" -p dipu-ffi -p dipu-vendor-host -p dipu-diopi-host)
 fi
 for f in libdipu_runtime.so libdipu_runtime.a; do
   if [ ! -f "$libdir/$f" ]; then
@@ -55,6 +56,15 @@ else
   echo "install: note: $libdir/libdipu_vendor_host.so not built; the built-in host vendor still works" >&2
 fi
 install -m 0644 "$root/include/dipu_runtime.h" "$prefix/include/dipu_runtime.h"
+mkdir -p "$prefix/include/diopi"
+install -m 0644 "$root"/include/diopi/*.h "$prefix/include/diopi/"
+# The host vendor's kernel library beside libdipu_runtime.so, where the
+# default search of dipu_diopi_open finds it (docs/diopi.md).
+if [ -f "$libdir/libdiopi_impl_host.so" ]; then
+  install -m 0755 "$libdir/libdiopi_impl_host.so" "$prefix/lib/libdiopi_impl_host.so"
+else
+  echo "install: note: $libdir/libdiopi_impl_host.so not built; DIOPI ops fall back to the CPU" >&2
+fi
 
 cat >"$prefix/lib/pkgconfig/dipu_runtime.pc" <<PC
 prefix=$prefix
