@@ -18,6 +18,7 @@
 mod case;
 mod compare;
 mod dtype;
+mod exec;
 pub(crate) mod ffi_call;
 mod ops;
 mod refs;
@@ -86,7 +87,7 @@ pub(crate) fn run(args: &DiopiTestArgs) -> Result<(), Failure> {
         Some(p) => diopi::open(p)?,
         None => diopi::open_default()?,
     };
-    let env = runner::Env {
+    let env = exec::Env {
         default_stream: rt.context().default_stream(0)?,
         side_stream: rt.context().stream_from_pool(0, false)?,
         generator: diopi::generator(0)?,

@@ -4,11 +4,11 @@
 
 use super::case::{Arg, Case};
 use super::dtype::Dtype;
+use super::exec::{prepare, status_error, Env, Variant};
 use super::ffi_call::{sig, Sig};
 use super::refs::elementwise::map;
 use super::report::{Failure, OpResult, Outcome};
 use super::rng::Rng;
-use super::runner::{prepare, status_error, Env, Variant};
 use super::tensor::HostTensor;
 
 /// The names of these checks, for `--filter`.

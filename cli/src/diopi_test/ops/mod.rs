@@ -2,10 +2,12 @@
 //! cases (inputs built from a seeded generator, expectations from the
 //! references in `refs`).
 
-mod elementwise;
+mod arith;
+mod conv_norm;
 mod misc;
-mod nn;
+mod pool_loss;
 mod reduce;
+mod unary;
 
 use super::case::{Arg, Case, Scalar};
 use super::dtype::Dtype;
@@ -42,9 +44,11 @@ pub(crate) fn op(
 /// Every op of the contract's list, in the list's order.
 pub(crate) fn all() -> Vec<Op> {
     let mut ops = Vec::new();
-    ops.extend(elementwise::ops());
+    ops.extend(arith::ops());
+    ops.extend(unary::ops());
     ops.extend(reduce::ops());
-    ops.extend(nn::ops());
+    ops.extend(conv_norm::ops());
+    ops.extend(pool_loss::ops());
     ops.extend(misc::ops());
     ops
 }

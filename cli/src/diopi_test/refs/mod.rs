@@ -8,6 +8,7 @@ pub(crate) mod matmul;
 pub(crate) mod nn;
 pub(crate) mod norm;
 pub(crate) mod optim;
+pub(crate) mod pool;
 pub(crate) mod reduce;
 
 use super::tensor::{contiguous_strides, numel};

@@ -1,0 +1,405 @@
+//! One call of a case on the device: tensors placed in device memory (in
+//! the variant's layout), the function called on a context, the stream
+//! synchronised, everything copied back and checked.
+
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+use dipu_diopi::{
+    self as diopi, DiopiScalar, DiopiSize, GeneratorHandle, KernelLibrary, OwnedTensor,
+};
+use dipu_runtime::{DeviceBuffer, Runtime, Stream};
+
+use super::case::{Arg, Case, Check, Scalar};
+use super::compare::{check_random, compare};
+use super::dtype::Dtype;
+use super::ffi_call::{Lowered, Sig};
+use super::tensor::{Layout, Placement};
+
+/// The device side every run uses.
+pub(crate) struct Env {
+    /// The runtime (device memory, streams).
+    pub(crate) rt: Arc<Runtime>,
+    /// The kernel library under test.
+    pub(crate) lib: Arc<KernelLibrary>,
+    /// Device 0's default stream.
+    pub(crate) default_stream: Stream,
+    /// Another stream of device 0.
+    pub(crate) side_stream: Stream,
+    /// Device 0's generator handle.
+    pub(crate) generator: GeneratorHandle,
+}
+
+/// How a case is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    /// Contiguous tensors on the default stream.
+    Contiguous,
+    /// Inputs as transposed (or sliced) views.
+    StridedInputs,
+    /// Outputs and in-place tensors as sliced views.
+    StridedOutputs,
+    /// The output shares the storage of an input.
+    Alias,
+    /// The output shares the storage of the second operand.
+    AliasOther,
+    /// Contiguous, on a non-default stream.
+    OtherStream,
+}
+
+impl Variant {
+    /// The name in reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Variant::Contiguous => "contiguous",
+            Variant::StridedInputs => "strided inputs",
+            Variant::StridedOutputs => "strided outputs",
+            Variant::Alias => "out aliases input",
+            Variant::AliasOther => "out aliases other",
+            Variant::OtherStream => "non-default stream",
+        }
+    }
+}
+
+/// A tensor placed in device memory.
+struct DevTensor {
+    /// Owns the storage (None: shares another tensor's).
+    buf: Option<DeviceBuffer>,
+    /// Where the elements are.
+    place: Placement,
+    /// The storage's initial bytes.
+    image: Vec<u8>,
+    /// The descriptor.
+    desc: OwnedTensor,
+    /// Element type.
+    dtype: Dtype,
+    /// Index of the tensor whose buffer holds the storage.
+    storage_of: usize,
+}
+
+/// What gap elements (storage outside a strided view) hold: NaN for
+/// floats (a kernel that reads them produces NaN), 0 for integers (a
+/// valid index, so a wrong read cannot crash the runner).
+fn gap_value(dt: Dtype) -> f64 {
+    if dt.is_float() {
+        f64::NAN
+    } else {
+        0.0
+    }
+}
+
+/// Whether tensor `i` is passed mutable somewhere.
+pub(crate) fn is_mutable(case: &Case, i: usize) -> bool {
+    case.args.contains(&Arg::T(i))
+}
+
+/// The 1-based argument position of tensor `i` (after the context).
+fn position(case: &Case, i: usize) -> String {
+    let p = case.args.iter().position(|a| match a {
+        Arg::T(j) | Arg::C(j) => *j == i,
+        Arg::Tensors(v) => v.contains(&i),
+        _ => false,
+    });
+    p.map_or_else(|| format!("tensor {i}"), |p| format!("argument {}", p + 1))
+}
+
+/// Places tensor `i` of `case` on `stream` in `layout`.
+fn place(
+    env: &Env,
+    case: &Case,
+    i: usize,
+    layout: Layout,
+    stream: Stream,
+) -> Result<DevTensor, String> {
+    let t = &case.tensors[i];
+    let place = Placement::new(&t.shape, layout);
+    let mut vals = vec![gap_value(t.dtype); place.storage_len];
+    for (k, pos) in place.positions(&t.shape).into_iter().enumerate() {
+        vals[pos] = t.data[k];
+    }
+    let mut image = Vec::with_capacity(vals.len() * t.dtype.size());
+    for v in vals {
+        t.dtype.encode(v, &mut image);
+    }
+    let buf = env
+        .rt
+        .allocate(image.len().max(8), stream)
+        .map_err(|e| e.to_string())?;
+    buf.copy_from_host(&image, Some(stream))
+        .map_err(|e| e.to_string())?;
+    let desc = OwnedTensor::new(
+        diopi::Dtype(t.dtype.code()),
+        0,
+        buf.as_ptr(),
+        image.len(),
+        place.offset,
+        &t.shape,
+        Some(&place.strides),
+    )
+    .map_err(|e| format!("describing {}: {e}", t.describe()))?;
+    Ok(DevTensor {
+        buf: Some(buf),
+        place,
+        image,
+        desc,
+        dtype: t.dtype,
+        storage_of: i,
+    })
+}
+
+/// Lowered arguments and what they point at (kept alive for the call).
+/// The pointees are boxed: the arguments point at them while the vectors
+/// still grow.
+#[allow(clippy::vec_box)]
+#[derive(Default)]
+struct Lowering {
+    args: Vec<Lowered>,
+    scalars: Vec<Box<DiopiScalar>>,
+    ints: Vec<Box<i64>>,
+    sizes: Vec<Box<DiopiSize>>,
+    strings: Vec<CString>,
+    arrays: Vec<Vec<diopi::ConstTensorHandle>>,
+}
+
+fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> {
+    let mut l = Lowering::default();
+    for a in &case.args {
+        let v = match a {
+            Arg::T(i) => Lowered::Ptr(dev[*i].desc.handle().cast()),
+            Arg::C(i) => Lowered::Ptr(dev[*i].desc.const_handle().cast_mut().cast()),
+            Arg::Null | Arg::OptS(None) | Arg::ZPtr(None) | Arg::OptI(None) => {
+                Lowered::Ptr(std::ptr::null_mut())
+            }
+            Arg::Tensors(ix) => {
+                l.arrays
+                    .push(ix.iter().map(|&i| dev[i].desc.const_handle()).collect());
+                Lowered::Ptr(
+                    l.arrays
+                        .last()
+                        .map_or(std::ptr::null_mut(), |v| v.as_ptr().cast_mut().cast()),
+                )
+            }
+            Arg::S(s) | Arg::OptS(Some(s)) => {
+                let s = match *s {
+                    Scalar::Float(f) => DiopiScalar::float(f),
+                    Scalar::Int(i) => DiopiScalar::int(i),
+                };
+                l.scalars.push(Box::new(s));
+                Lowered::Ptr(l.scalars.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<DiopiScalar>(b).cast_mut().cast()
+                }))
+            }
+            Arg::Z(v) => Lowered::Size(DiopiSize::from_slice(v)),
+            Arg::ZPtr(Some(v)) => {
+                l.sizes.push(Box::new(DiopiSize::from_slice(v)));
+                Lowered::Ptr(l.sizes.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<DiopiSize>(b).cast_mut().cast()
+                }))
+            }
+            Arg::I(v) => Lowered::I64(*v),
+            Arg::OptI(Some(v)) => {
+                l.ints.push(Box::new(*v));
+                Lowered::Ptr(l.ints.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<i64>(b).cast_mut().cast()
+                }))
+            }
+            Arg::D(v) => Lowered::F64(*v),
+            Arg::F(v) => Lowered::F32(*v),
+            Arg::B(v) => Lowered::Bool(*v),
+            Arg::E(v) => Lowered::Enum(*v),
+            Arg::Str(s) => {
+                l.strings.push(CString::new(*s).map_err(|e| e.to_string())?);
+                Lowered::Ptr(
+                    l.strings
+                        .last()
+                        .map_or(std::ptr::null_mut(), |c| c.as_ptr().cast_mut().cast()),
+                )
+            }
+            Arg::Gen => Lowered::Ptr(env.generator.cast()),
+        };
+        l.args.push(v);
+    }
+    Ok(l)
+}
+
+/// A case placed on the device, ready to call.
+pub(crate) struct Placed<'a> {
+    case: &'a Case,
+    dev: Vec<DevTensor>,
+    lowered: Lowering,
+    /// The stream the case runs on.
+    pub(crate) stream: Stream,
+    alias: Option<(usize, usize)>,
+}
+
+/// Places `case`'s tensors for `variant` and lowers its arguments.
+pub(crate) fn prepare<'a>(
+    env: &Env,
+    case: &'a Case,
+    variant: Variant,
+) -> Result<Placed<'a>, String> {
+    let stream = if variant == Variant::OtherStream {
+        env.side_stream
+    } else {
+        env.default_stream
+    };
+    let alias = match variant {
+        Variant::Alias => case.alias,
+        Variant::AliasOther => case.alias_other,
+        _ => None,
+    };
+    let mut dev: Vec<DevTensor> = Vec::with_capacity(case.tensors.len());
+    for i in 0..case.tensors.len() {
+        let mutable = is_mutable(case, i);
+        let layout = match variant {
+            _ if case.expanded == Some(i) => Layout::Expanded,
+            Variant::StridedInputs if !mutable => Layout::Transposed,
+            Variant::StridedOutputs if mutable => Layout::Sliced,
+            _ => Layout::Contiguous,
+        };
+        dev.push(place(env, case, i, layout, stream)?);
+    }
+    if let Some((o, i)) = alias {
+        // The output's descriptor over the input's storage.
+        let src = &dev[i];
+        let t = &case.tensors[o];
+        let ptr = src
+            .buf
+            .as_ref()
+            .map_or(std::ptr::null_mut(), DeviceBuffer::as_ptr);
+        let desc = OwnedTensor::new(
+            diopi::Dtype(t.dtype.code()),
+            0,
+            ptr,
+            src.image.len(),
+            src.place.offset,
+            &t.shape,
+            Some(&src.place.strides),
+        )
+        .map_err(|e| e.to_string())?;
+        dev[o] = DevTensor {
+            buf: None,
+            place: src.place.clone(),
+            image: src.image.clone(),
+            desc,
+            dtype: t.dtype,
+            storage_of: i,
+        };
+    }
+    let lowered = lower(env, case, &dev)?;
+    Ok(Placed {
+        case,
+        dev,
+        lowered,
+        stream,
+        alias,
+    })
+}
+
+/// `returned diopiErrorOccurred (1): <the library's message>`.
+pub(crate) fn status_error(env: &Env, rc: i32) -> String {
+    let msg = env.lib.last_error().unwrap_or_default();
+    format!("returned {} ({rc}): {msg}", diopi::DiopiError(rc).name())
+}
+
+/// Runs `case` once in `variant` and checks values, unchanged inputs and
+/// untouched gaps; returns every tensor's logical values read back.
+pub(crate) fn run_case(
+    env: &Env,
+    f: *const c_void,
+    sig: &Sig,
+    case: &Case,
+    variant: Variant,
+) -> Result<Vec<Vec<f64>>, String> {
+    let placed = prepare(env, case, variant)?;
+    let (rc, ctx) = placed.launch(f, sig)?;
+    let synced = placed.stream.synchronize();
+    drop(ctx);
+    if rc != 0 {
+        return Err(status_error(env, rc));
+    }
+    synced.map_err(|e| format!("synchronising the stream: {e}"))?;
+    placed.finish()
+}
+
+impl Placed<'_> {
+    /// Calls `f` on a new context on the case's stream without waiting;
+    /// returns the status and the context, to drop once the stream is
+    /// synchronised.
+    pub(crate) fn launch(
+        &self,
+        f: *const c_void,
+        sig: &Sig,
+    ) -> Result<(i32, diopi::Context), String> {
+        let ctx = diopi::Context::new(self.stream).map_err(|e| format!("context: {e}"))?;
+        // SAFETY: the symbol is the op's DIOPI function of this signature
+        // (the table declares it from the reference's functions.h); every
+        // pointer in the arguments points into `self`, which the caller
+        // keeps until the stream is synchronised.
+        let rc = unsafe { sig.invoke(f, ctx.handle().cast(), &self.lowered.args) }?;
+        Ok((rc, ctx))
+    }
+
+    /// After the call and a synchronisation: reads every tensor back and
+    /// checks values, unchanged inputs and untouched gaps.
+    pub(crate) fn finish(self) -> Result<Vec<Vec<f64>>, String> {
+        let Placed {
+            case,
+            dev,
+            alias,
+            stream,
+            ..
+        } = self;
+        let mut values = Vec::with_capacity(dev.len());
+        for (i, d) in dev.iter().enumerate() {
+            let owner = &dev[d.storage_of];
+            let buf = owner
+                .buf
+                .as_ref()
+                .ok_or("aliased storage without a buffer")?;
+            let mut bytes = vec![0u8; owner.image.len()];
+            buf.copy_to_host(&mut bytes, Some(stream))
+                .map_err(|e| e.to_string())?;
+            let sz = d.dtype.size();
+            let positions = d.place.positions(&case.tensors[i].shape);
+            values.push(
+                positions
+                    .iter()
+                    .map(|&p| d.dtype.decode(&bytes[p * sz..]))
+                    .collect::<Vec<f64>>(),
+            );
+            let written = is_mutable(case, i) || alias.is_some_and(|(o, src)| src == i || o == i);
+            if !written && bytes != d.image {
+                return Err(format!(
+                    "input {} {} was modified",
+                    position(case, i),
+                    case.tensors[i].describe()
+                ));
+            }
+            if written && d.place.storage_len > positions.len() {
+                let mut inside = vec![false; d.place.storage_len];
+                for &p in &positions {
+                    inside[p] = true;
+                }
+                if let Some(p) = (0..d.place.storage_len)
+                    .find(|&p| !inside[p] && bytes[p * sz..][..sz] != d.image[p * sz..][..sz])
+                {
+                    return Err(format!(
+                        "{} {} written outside its strided view (storage element {p})",
+                        position(case, i),
+                        case.tensors[i].describe()
+                    ));
+                }
+            }
+        }
+        if case.check == Check::Values && case.expected.is_empty() {
+            return Err("runner bug: the case expects nothing".into());
+        }
+        for (i, want) in &case.expected {
+            let (atol, rtol) = case.tolerance(want.dtype);
+            compare(&position(case, *i), &values[*i], want, atol, rtol)?;
+        }
+        check_random(&case.check, &values)?;
+        Ok(values)
+    }
+}
