@@ -171,9 +171,12 @@ fn two_streams(env: &Env) -> Option<OpResult> {
     Some(result(name, 1, run().err().into_iter().collect()))
 }
 
+/// A library check; None when the library lacks what it needs.
+type Check = fn(&Env) -> Option<OpResult>;
+
 /// The checks `keep` selects, in order.
 pub(crate) fn run(env: &Env, keep: impl Fn(&str) -> bool) -> Vec<OpResult> {
-    let checks: [(&str, fn(&Env) -> Option<OpResult>); 3] = [
+    let checks: [(&str, Check); 3] = [
         (NAMES[0], vendor),
         (NAMES[1], last_error),
         (NAMES[2], two_streams),
