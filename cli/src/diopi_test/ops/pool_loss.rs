@@ -233,6 +233,9 @@ fn loss_cases(ce: bool) -> Vec<(Vec<i64>, bool, LossOpts)> {
         v.push((vec![4, 5], false, o(loss::MEAN, -100, 0.1)));
         v.push((vec![4, 5], true, o(loss::SUM, -100, 0.2)));
         v.push((vec![4, 5], true, o(loss::NONE, 1, 0.1)));
+        // Smoothing with ignored targets: the mean counts the kept ones.
+        v.push((vec![4, 5], false, o(loss::MEAN, 3, 0.1)));
+        v.push((vec![4, 5], true, o(loss::MEAN, 3, 0.1)));
     }
     v
 }

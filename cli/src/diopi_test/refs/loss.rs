@@ -64,7 +64,7 @@ fn nll_raw(lp: &[f64], shape: &[i64], target: &[f64], w: Option<&[f64]>, o: &Los
 /// Cross-entropy on raw logits, with label smoothing as PyTorch:
 /// `(1-ε)·nll + ε/C · smooth`, `smooth_n = -Σ_c w_c logp[n,c]` (0 where
 /// ignored), reduced like nll (mean divides by the targets' weight sum,
-/// or averages over all elements without weights).
+/// without weights by the number of targets not ignored).
 fn ce_raw(x: &[f64], shape: &[i64], target: &[f64], w: Option<&[f64]>, o: &LossOpts) -> Vec<f64> {
     let t = HostTensor::new(crate::diopi_test::dtype::Dtype::F64, shape, x.to_vec());
     let lp = softmax(&t, 1, true).data;
@@ -98,7 +98,13 @@ fn ce_raw(x: &[f64], shape: &[i64], target: &[f64], w: Option<&[f64]>, o: &LossO
                     .sum();
                 vec![smooth.iter().sum::<f64>() / wsum]
             }
-            None => vec![smooth.iter().sum::<f64>() / smooth.len() as f64],
+            None => {
+                let kept = target
+                    .iter()
+                    .filter(|&&t| t as i64 != o.ignore_index)
+                    .count();
+                vec![smooth.iter().sum::<f64>() / kept as f64]
+            }
         },
     };
     nll.iter()
@@ -201,6 +207,17 @@ mod tests {
             },
         );
         assert!((ce.data[0] - 2f64.ln()).abs() < 1e-15);
+        // Smoothing, unweighted mean, the second target ignored: the mean
+        // is over the one kept target (0.9 ln 2 if it were over both).
+        let z2 = HostTensor::new(Dtype::F64, &[2, 2], vec![0.0; 4]);
+        let t2 = HostTensor::new(Dtype::I64, &[2], vec![1.0, 0.0]);
+        let o2 = LossOpts {
+            reduction: MEAN,
+            ignore_index: 0,
+            smoothing: 0.2,
+        };
+        let ce2 = cross_entropy(&z2, &t2, None, &o2);
+        assert!((ce2.data[0] - 2f64.ln()).abs() < 1e-15, "{ce2:?}");
         // d CE / d logits = softmax - onehot = [0.5, -0.5]
         let go = HostTensor::new(Dtype::F64, &[], vec![1.0]);
         let g = cross_entropy_backward(&go, &z, &t1, None, &o(MEAN, -100));
