@@ -148,6 +148,18 @@ impl Case {
         i
     }
 
+    /// Adds an optional input: the tensor, or a NULL handle.
+    pub(crate) fn opt_input(&mut self, t: Option<HostTensor>) {
+        match t {
+            Some(t) => {
+                self.input(t);
+            }
+            None => {
+                self.args.push(Arg::Null);
+            }
+        }
+    }
+
     /// Adds an output tensor (initialised to a sentinel) expected to end as
     /// `expect`, and its mutable argument.
     pub(crate) fn output(&mut self, expect: HostTensor) -> usize {

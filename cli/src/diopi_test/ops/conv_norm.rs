@@ -74,14 +74,7 @@ fn conv_ops() -> Vec<Op> {
                         c.output(r::conv2d(&x, &w, b.as_ref(), &p));
                         c.input(x);
                         c.input(w);
-                        match b {
-                            Some(b) => {
-                                c.input(b);
-                            }
-                            None => {
-                                c.arg(Arg::Null);
-                            }
-                        }
+                        c.opt_input(b);
                         conv_params_args(&mut c, &p);
                         c
                     })
@@ -135,19 +128,25 @@ fn norm_ops() -> Vec<Op> {
             sig!(T, T, T, C, C, C, T, T, B, D, D),
             move |rng| {
                 let mut cases = Vec::new();
-                for shape in [vec![4, 3, 2, 2], vec![5, 3]] {
+                for (shape, affine) in [
+                    (vec![4, 3, 2, 2], true),
+                    (vec![5, 3], true),
+                    (vec![4, 3, 3], false),
+                ] {
                     for training in [true, false] {
-                        let mut c =
-                            Case::new(format!("training={training} momentum={momentum} eps={eps}"));
+                        let mut c = Case::new(format!(
+                            "training={training} momentum={momentum} eps={eps} affine={affine}"
+                        ));
                         let x = rand(rng, F, &shape, -2.0, 2.0);
                         let w = rand(rng, F, &[3], 0.5, 1.5);
                         let b = rand(rng, F, &[3], -0.5, 0.5);
                         let rm = rand(rng, F, &[3], -0.2, 0.2);
                         let rv = rand(rng, F, &[3], 0.5, 1.5);
+                        let (w, b) = (affine.then_some(w), affine.then_some(b));
                         let res = norm::batch_norm(
                             &x,
-                            Some(&w),
-                            Some(&b),
+                            w.as_ref(),
+                            b.as_ref(),
                             &rm,
                             &rv,
                             training,
@@ -163,8 +162,8 @@ fn norm_ops() -> Vec<Op> {
                             scratch(&mut c, HostTensor::full(F, &[3], 0.0));
                         }
                         c.input(x);
-                        c.input(w);
-                        c.input(b);
+                        c.opt_input(w);
+                        c.opt_input(b);
                         c.inplace(rm, res.running_mean);
                         c.inplace(rv, res.running_var);
                         c.arg(Arg::B(training));
@@ -206,20 +205,21 @@ fn norm_ops() -> Vec<Op> {
             },
         ),
         op("diopiLayerNorm", sig!(T, T, T, C, C, C, Z, D), move |rng| {
-            [vec![4], vec![3, 4]]
+            [(vec![4], true), (vec![3, 4], true), (vec![4], false)]
                 .into_iter()
-                .map(|ns| {
-                    let mut c = Case::new(format!("normalized_shape={ns:?} eps={eps}"));
+                .map(|(ns, affine)| {
+                    let mut c =
+                        Case::new(format!("normalized_shape={ns:?} eps={eps} affine={affine}"));
                     let x = rand(rng, F, &[2, 3, 4], -2.0, 2.0);
-                    let w = rand(rng, F, &ns, 0.5, 1.5);
-                    let b = rand(rng, F, &ns, -0.5, 0.5);
-                    let (y, m, s) = norm::layer_norm(&x, Some(&w), Some(&b), ns.len(), eps);
+                    let w = affine.then(|| rand(rng, F, &ns, 0.5, 1.5));
+                    let b = affine.then(|| rand(rng, F, &ns, -0.5, 0.5));
+                    let (y, m, s) = norm::layer_norm(&x, w.as_ref(), b.as_ref(), ns.len(), eps);
                     c.output(y);
                     c.output(m);
                     c.output(s);
                     c.input(x);
-                    c.input(w);
-                    c.input(b);
+                    c.opt_input(w);
+                    c.opt_input(b);
                     c.arg(Arg::Z(ns));
                     c.arg(Arg::D(eps));
                     c

@@ -282,14 +282,7 @@ fn loss_case(
     }
     c.input(input);
     c.input(target);
-    match w {
-        Some(w) => {
-            c.input(w);
-        }
-        None => {
-            c.arg(Arg::Null);
-        }
-    }
+    c.opt_input(w);
     c.arg(Arg::E(o.reduction));
     c.arg(Arg::I(o.ignore_index));
     if ce {

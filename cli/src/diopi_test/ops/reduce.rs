@@ -302,14 +302,7 @@ fn matmul_ops() -> Vec<Op> {
                 c.output(mm::linear(&x, &w, b.as_ref(), dt));
                 c.input(x);
                 c.input(w);
-                match b {
-                    Some(b) => {
-                        c.input(b);
-                    }
-                    None => {
-                        c.arg(Arg::Null);
-                    }
-                }
+                c.opt_input(b);
                 c
             },
         ),
