@@ -136,6 +136,16 @@ fn filter_json_and_bad_arguments() {
         "the filter is anchored by the caller: {out}"
     );
 
+    // Without --library: DIPU_DIOPI_LIBRARY names it.
+    let (code, out, err) =
+        run(dipu(&["diopi-test", "--filter", "^Mul$"]).env("DIPU_DIOPI_LIBRARY", lib));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.starts_with(&format!("library: {lib}\n")), "{out}");
+    assert!(
+        out.contains("1 passed, 0 failed, 0 not in library"),
+        "{out}"
+    );
+
     let (code, _, err) = run(&mut dipu(&[
         "diopi-test",
         "--library",
