@@ -68,7 +68,7 @@ pub(crate) enum Check {
         p: f64,
     },
     /// Every value of tensor `t` in `[from, to)`, mean within 0.1 of the
-    /// middle (scaled by the range).
+    /// middle (diopi_test's rule).
     Uniform {
         /// Tensor index.
         t: usize,

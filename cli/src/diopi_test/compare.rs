@@ -129,7 +129,7 @@ pub(crate) fn check_random(check: &Check, vals: &[Vec<f64>]) -> Result<(), Strin
             }
             let (mean, _) = moments(v);
             let mid = (from + to) / 2.0;
-            if (mean - mid).abs() > 0.1 * (to - from).max(1.0) {
+            if (mean - mid).abs() > 0.1 {
                 return Err(format!("mean {mean:.4}, expected {mid} within 0.1"));
             }
             Ok(())
