@@ -1,7 +1,7 @@
 //! Fill/copy/cast and arithmetic: Add/Sub/Mul/Div in their four forms,
 //! Pow, Maximum/Minimum, Addcmul/Addcdiv.
 
-use super::{binary_shapes, op, rand, sf, unary_shapes, Op, FLOATS};
+use super::{binary_shapes, op, rand, sf, unary_shapes, Form, Op, FLOATS};
 use crate::diopi_test::case::{Arg, Case, Scalar};
 use crate::diopi_test::dtype::Dtype;
 use crate::diopi_test::ffi_call::sig;
@@ -10,19 +10,6 @@ use crate::diopi_test::rng::Rng;
 use crate::diopi_test::tensor::HostTensor;
 
 type F2 = fn(f64, f64) -> f64;
-
-/// How a binary op takes its second operand and extra scalars.
-#[derive(Clone, Copy)]
-enum Form {
-    /// `(out, a, b)`.
-    Out,
-    /// `(a, b)`, `a` in place.
-    Inp,
-    /// `(out, a, scalar b)`.
-    Scalar,
-    /// `(a, scalar b)`, `a` in place.
-    InpScalar,
-}
 
 /// A binary arithmetic op of `form`; `alpha` appends a scalar alpha (Add,
 /// Sub), `mode` a round mode (Div).
@@ -261,8 +248,13 @@ fn pow_scalar(inp: bool) -> Op {
 }
 
 /// Addcmul / Addcdiv: `input + value * f(t1, t2)`.
-fn addc(name: &'static str, f: fn(f64, f64, f64) -> f64) -> Op {
-    op(name, sig!(T, C, C, C, S), move |rng| {
+fn addc(name: &'static str, inp: bool, f: fn(f64, f64, f64) -> f64) -> Op {
+    let s = if inp {
+        sig!(T, C, C, S)
+    } else {
+        sig!(T, C, C, C, S)
+    };
+    op(name, s, move |rng| {
         let mut cases = Vec::new();
         for dt in FLOATS {
             for (sa, sb) in binary_shapes(dt) {
@@ -273,6 +265,17 @@ fn addc(name: &'static str, f: fn(f64, f64, f64) -> f64) -> Op {
                 let t2 = rand(rng, dt, &sa, 0.5, 2.0);
                 let e = map(dt, &[&a, &t1, &t2], |v| f(v[0], val * v[1], v[2]));
                 let same = e.shape == a.shape;
+                if inp {
+                    if !same {
+                        continue;
+                    }
+                    c.inplace(a, e);
+                    c.input(t1);
+                    c.input(t2);
+                    c.arg(sf(val));
+                    cases.push(c);
+                    continue;
+                }
                 let o = c.output(e);
                 let ia = c.input(a);
                 c.input(t1);
@@ -372,7 +375,100 @@ pub(crate) fn ops() -> Vec<Op> {
         -2.0,
         2.0,
     ));
-    v.push(addc("diopiAddcmul", |a, b, c| a + b * c));
-    v.push(addc("diopiAddcdiv", |a, b, c| a + b / c));
+    v.push(addc("diopiAddcmul", false, |a, b, c| a + b * c));
+    v.push(addc("diopiAddcdiv", false, |a, b, c| a + b / c));
     v
+}
+
+/// A tensor of `shape` filled with `v` (Zeros, Ones).
+fn filled(name: &'static str, v: f64) -> Op {
+    op(name, sig!(T, Z), move |_rng: &mut Rng| {
+        let mut cases = Vec::new();
+        for dt in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::I64] {
+            for shape in unary_shapes(if dt == Dtype::F32 { dt } else { Dtype::F16 }) {
+                let mut c = Case::new(format!("size={shape:?}"));
+                c.output(HostTensor::full(dt, &shape, v));
+                c.arg(Arg::Z(shape));
+                cases.push(c);
+            }
+        }
+        cases
+    })
+}
+
+/// Ops of include/diopi/functions.h beyond the contract's list: the other
+/// in-place and scalar forms, Zeros/Ones, Arange, Expand.
+pub(crate) fn extra_ops() -> Vec<Op> {
+    vec![
+        addc("diopiAddcmulInp", true, |a, b, c| a + b * c),
+        addc("diopiAddcdivInp", true, |a, b, c| a + b / c),
+        binary(
+            "diopiPowInpTensor",
+            Form::Inp,
+            f64::powf,
+            false,
+            None,
+            0.5,
+            2.0,
+        ),
+        op("diopiPowScalar", sig!(T, S, C), |rng: &mut Rng| {
+            let mut cases = Vec::new();
+            for dt in FLOATS {
+                for shape in unary_shapes(dt) {
+                    let base = 1.5;
+                    let mut c = Case::new(format!("input={base}"));
+                    let e = rand(rng, dt, &shape, -2.0, 2.0);
+                    c.output(map(dt, &[&e], |v| f64::powf(base, v[0])));
+                    c.arg(sf(base));
+                    c.input(e);
+                    cases.push(c);
+                }
+            }
+            cases
+        }),
+        filled("diopiZeros", 0.0),
+        filled("diopiOnes", 1.0),
+        op("diopiArange", sig!(T, S, S, S), |_rng: &mut Rng| {
+            let mut cases = Vec::new();
+            for (dt, start, end, step) in [
+                (Dtype::F32, 0.0, 5.0, 1.0),
+                (Dtype::F32, 1.0, -1.0, -0.25),
+                (Dtype::I64, 2.0, 11.0, 3.0),
+                (Dtype::F16, -1.0, 1.0, 0.5),
+            ] {
+                let mut c = Case::new(format!("start={start} end={end} step={step}"));
+                let n = ((end - start) / step as f64).ceil() as usize;
+                let data = (0..n).map(|i| start + i as f64 * step).collect();
+                c.output(HostTensor::new(dt, &[n as i64], data));
+                let s = |v: f64| {
+                    if dt == Dtype::I64 {
+                        Arg::S(Scalar::Int(v as i64))
+                    } else {
+                        sf(v)
+                    }
+                };
+                c.arg(s(start)).arg(s(end)).arg(s(step));
+                cases.push(c);
+            }
+            cases
+        }),
+        op("diopiExpand", sig!(T, C), |rng: &mut Rng| {
+            let mut cases = Vec::new();
+            for dt in FLOATS {
+                for (from, to) in [
+                    (vec![3, 1], vec![3, 4]),
+                    (vec![4], vec![2, 3, 4]),
+                    (vec![], vec![2, 2]),
+                ] {
+                    let mut c = Case::new(format!("to {to:?}"));
+                    let x = rand(rng, dt, &from, -1.0, 1.0);
+                    let zero = HostTensor::full(dt, &to, 0.0);
+                    c.output(map(dt, &[&x, &zero], |v| v[0]));
+                    c.input(x);
+                    cases.push(c);
+                }
+            }
+            cases
+        }),
+    ]
 }

@@ -41,7 +41,8 @@ pub(crate) fn op(
     }
 }
 
-/// Every op of the contract's list, in the list's order.
+/// Every op of the contract's list, then the other ops of
+/// include/diopi/functions.h.
 pub(crate) fn all() -> Vec<Op> {
     let mut ops = Vec::new();
     ops.extend(arith::ops());
@@ -50,7 +51,22 @@ pub(crate) fn all() -> Vec<Op> {
     ops.extend(conv_norm::ops());
     ops.extend(pool_loss::ops());
     ops.extend(misc::ops());
+    ops.extend(arith::extra_ops());
+    ops.extend(unary::extra_ops());
     ops
+}
+
+/// How a binary op takes its second operand and extra scalars.
+#[derive(Clone, Copy)]
+pub(crate) enum Form {
+    /// `(out, a, b)`.
+    Out,
+    /// `(a, b)`, `a` in place.
+    Inp,
+    /// `(out, a, scalar b)`.
+    Scalar,
+    /// `(a, scalar b)`, `a` in place.
+    InpScalar,
 }
 
 /// Float dtypes of elementwise, matmul and softmax cases.

@@ -1,11 +1,12 @@
 //! Unary ops, activations and their backward, clamp and comparisons.
 
-use super::{binary_shapes, op, rand, rand_int, sf, unary_shapes, Op, FLOATS};
+use super::{binary_shapes, op, rand, rand_int, sf, unary_shapes, Form, Op, FLOATS};
 use crate::diopi_test::case::{Arg, Case, Scalar};
 use crate::diopi_test::dtype::Dtype;
 use crate::diopi_test::ffi_call::sig;
 use crate::diopi_test::refs::elementwise::{self as r, map};
 use crate::diopi_test::rng::Rng;
+use crate::diopi_test::tensor::HostTensor;
 
 type F1 = fn(f64) -> f64;
 type F2 = fn(f64, f64) -> f64;
@@ -111,9 +112,18 @@ fn gelu() -> Op {
     })
 }
 
-/// Comparison: bool out, inputs drawn from a few integers so ties occur.
-fn compare(name: &'static str, scalar: bool, f: fn(f64, f64) -> bool) -> Op {
-    let s = if scalar { sig!(T, C, S) } else { sig!(T, C, C) };
+/// Comparison `f` of `form`: bool out (`Out`, `Scalar`), or written into
+/// the input as 1/0 of its dtype (`Inp`, `InpScalar`); inputs drawn from a
+/// few integers so ties occur.
+fn compare(name: &'static str, form: Form, f: fn(f64, f64) -> bool) -> Op {
+    let s = match form {
+        Form::Out => sig!(T, C, C),
+        Form::Scalar => sig!(T, C, S),
+        Form::Inp => sig!(T, C),
+        Form::InpScalar => sig!(T, S),
+    };
+    let inp = matches!(form, Form::Inp | Form::InpScalar);
+    let scalar = matches!(form, Form::Scalar | Form::InpScalar);
     op(name, s, move |rng| {
         let mut cases = Vec::new();
         for dt in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::I64] {
@@ -123,25 +133,38 @@ fn compare(name: &'static str, scalar: bool, f: fn(f64, f64) -> bool) -> Op {
                 vec![(vec![3, 4], vec![3, 4])]
             };
             for (sa, sb) in pairs {
+                // In place: `other` must broadcast to the input's shape.
+                let sb = if inp && sb.len() > sa.len() {
+                    sa.clone()
+                } else {
+                    sb
+                };
                 let mut c = Case::new("");
                 let a = rand_int(rng, dt, &sa, -2, 3);
-                if scalar {
-                    let b = rng.int(-2, 3) as f64;
-                    let e = map(Dtype::Bool, &[&a], |v| f64::from(u8::from(f(v[0], b))));
+                let b = if scalar {
+                    HostTensor::new(dt, &[], vec![rng.int(-2, 3) as f64])
+                } else {
+                    rand_int(rng, dt, &sb, -2, 3)
+                };
+                let out_dt = if inp { dt } else { Dtype::Bool };
+                let e = map(out_dt, &[&a, &b], |v| f64::from(u8::from(f(v[0], v[1]))));
+                if inp && e.shape != a.shape {
+                    continue;
+                }
+                if inp {
+                    c.inplace(a, e);
+                } else {
                     c.output(e);
                     c.input(a);
+                }
+                if scalar {
+                    let v = b.data[0];
                     c.arg(Arg::S(if dt == Dtype::I64 {
-                        Scalar::Int(b as i64)
+                        Scalar::Int(v as i64)
                     } else {
-                        Scalar::Float(b)
+                        Scalar::Float(v)
                     }));
                 } else {
-                    let b = rand_int(rng, dt, &sb, -2, 3);
-                    let e = map(Dtype::Bool, &[&a, &b], |v| {
-                        f64::from(u8::from(f(v[0], v[1])))
-                    });
-                    c.output(e);
-                    c.input(a);
                     c.input(b);
                 }
                 cases.push(c);
@@ -298,8 +321,66 @@ pub(crate) fn ops() -> Vec<Op> {
         ("diopiGt", "diopiGtScalar", |a, b| a > b),
         ("diopiGe", "diopiGeScalar", |a, b| a >= b),
     ] {
-        v.push(compare(n, false, f));
-        v.push(compare(s, true, f));
+        v.push(compare(n, Form::Out, f));
+        v.push(compare(s, Form::Scalar, f));
     }
     v
+}
+
+/// Ops of include/diopi/functions.h beyond the contract's list: the in-place
+/// forms of the unary ops, ClampInp and the in-place comparisons.
+pub(crate) fn extra_ops() -> Vec<Op> {
+    let mut v = vec![
+        unary_inp("diopiSqrtInp", f64::sqrt, 0.0, 4.0),
+        unary_inp("diopiRsqrtInp", |x| 1.0 / x.sqrt(), 0.25, 4.0),
+        unary_inp("diopiExpInp", f64::exp, -3.0, 3.0),
+        unary_inp("diopiLogInp", f64::ln, 0.1, 4.0),
+        unary_inp("diopiNegInp", |x| -x, -2.0, 2.0),
+        unary_inp("diopiAbsInp", f64::abs, -2.0, 2.0),
+        unary_inp("diopiReciprocalInp", |x| 1.0 / x, 0.25, 4.0),
+        unary_inp("diopiErfInp", r::erf, -2.5, 2.5),
+        unary_inp("diopiSigmoidInp", r::sigmoid, -4.0, 4.0),
+        unary_inp("diopiTanhInp", f64::tanh, -3.0, 3.0),
+        unary_inp("diopiSiluInp", r::silu, -4.0, 4.0),
+    ];
+    v.push(clamp_inp());
+    for (n, s, f) in [
+        (
+            "diopiEqInp",
+            "diopiEqInpScalar",
+            (|a, b| a == b) as fn(f64, f64) -> bool,
+        ),
+        ("diopiNeInp", "diopiNeInpScalar", |a, b| a != b),
+        ("diopiLtInp", "diopiLtInpScalar", |a, b| a < b),
+        ("diopiLeInp", "diopiLeInpScalar", |a, b| a <= b),
+        ("diopiGtInp", "diopiGtInpScalar", |a, b| a > b),
+        ("diopiGeInp", "diopiGeInpScalar", |a, b| a >= b),
+    ] {
+        v.push(compare(n, Form::Inp, f));
+        v.push(compare(s, Form::InpScalar, f));
+    }
+    v
+}
+
+/// ClampInp: tensor bounds, either may be NULL.
+fn clamp_inp() -> Op {
+    op("diopiClampInp", sig!(T, C, C), |rng: &mut Rng| {
+        let mut cases = Vec::new();
+        for dt in FLOATS {
+            for (has_lo, has_hi) in [(true, true), (true, false), (false, true)] {
+                let mut c = Case::new(format!("min={has_lo} max={has_hi}"));
+                let x = rand(rng, dt, &[3, 4], -1.0, 1.0);
+                let lo = rand(rng, dt, &[3, 4], -0.8, 0.0);
+                let hi = rand(rng, dt, &[4], 0.0, 0.8);
+                let e = map(dt, &[&x, &lo, &hi], |v| {
+                    r::clamp(v[0], has_lo.then_some(v[1]), has_hi.then_some(v[2]))
+                });
+                c.inplace(x, e);
+                c.opt_input(has_lo.then_some(lo));
+                c.opt_input(has_hi.then_some(hi));
+                cases.push(c);
+            }
+        }
+        cases
+    })
 }
