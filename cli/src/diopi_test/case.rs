@@ -48,6 +48,9 @@ pub(crate) enum Arg {
     Str(&'static str),
     /// The device's default generator.
     Gen,
+    /// `diopiTensorHandle_t*`: an output the function makes with
+    /// diopiRequireTensor; expected as `Case::required[k]`.
+    Required(usize),
 }
 
 /// A check other than comparing outputs with a reference (random ops).
@@ -108,6 +111,8 @@ pub(crate) struct Case {
     pub(crate) args: Vec<Arg>,
     /// Expected final values of output / in-place tensors (by index).
     pub(crate) expected: Vec<(usize, HostTensor)>,
+    /// Expected values of `Arg::Required` outputs (contiguous row-major).
+    pub(crate) required: Vec<HostTensor>,
     /// How to check the result.
     pub(crate) check: Check,
     /// An `(output, input)` pair that may share storage in an aliasing run.
@@ -128,6 +133,7 @@ impl Case {
             tensors: Vec::new(),
             args: Vec::new(),
             expected: Vec::new(),
+            required: Vec::new(),
             check: Check::Values,
             alias: None,
             alias_other: None,

@@ -39,6 +39,22 @@ impl Dtype {
         }
     }
 
+    /// The type of a `diopiDtype_t` value, if the runner knows it.
+    pub(crate) fn from_code(code: i32) -> Option<Dtype> {
+        [
+            Dtype::Bool,
+            Dtype::U8,
+            Dtype::I32,
+            Dtype::I64,
+            Dtype::F16,
+            Dtype::Bf16,
+            Dtype::F32,
+            Dtype::F64,
+        ]
+        .into_iter()
+        .find(|d| d.code() == code)
+    }
+
     /// Bytes per element.
     pub(crate) fn size(self) -> usize {
         match self {

@@ -159,6 +159,8 @@ struct Lowering {
     sizes: Vec<Box<DiopiSize>>,
     strings: Vec<CString>,
     arrays: Vec<Vec<diopi::ConstTensorHandle>>,
+    /// `Arg::Required` slots, in argument order.
+    slots: Vec<Box<diopi::TensorHandle>>,
 }
 
 fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> {
@@ -216,11 +218,22 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
                 )
             }
             Arg::Gen => Lowered::Ptr(env.generator.cast()),
+            Arg::Required(_) => {
+                l.slots.push(Box::new(std::ptr::null_mut()));
+                Lowered::Ptr(l.slots.last().map_or(std::ptr::null_mut(), |b| {
+                    std::ptr::from_ref::<diopi::TensorHandle>(b)
+                        .cast_mut()
+                        .cast()
+                }))
+            }
         };
         l.args.push(v);
     }
     Ok(l)
 }
+
+/// A required output read back: (shape, whether contiguous, values).
+type RequiredOut = (Vec<i64>, bool, Vec<f64>);
 
 /// A case placed on the device, ready to call.
 pub(crate) struct Placed<'a> {
@@ -314,11 +327,14 @@ pub(crate) fn run_case(
     let placed = prepare(env, case, variant)?;
     let (rc, ctx) = placed.launch(f, sig)?;
     let synced = placed.stream.synchronize();
-    drop(ctx);
     if rc != 0 {
         return Err(status_error(env, rc));
     }
     synced.map_err(|e| format!("synchronising the stream: {e}"))?;
+    // Required outputs live as long as the context: read them first.
+    let required = placed.read_required(env);
+    drop(ctx);
+    placed.check_required(required?)?;
     placed.finish()
 }
 
@@ -338,6 +354,50 @@ impl Placed<'_> {
         // keeps until the stream is synchronised.
         let rc = unsafe { sig.invoke(f, ctx.handle().cast(), &self.lowered.args) }?;
         Ok((rc, ctx))
+    }
+
+    /// The outputs the function made with diopiRequireTensor, in argument
+    /// order: (shape, whether contiguous, values). The context that
+    /// required them must still be alive.
+    fn read_required(&self, env: &Env) -> Result<Vec<RequiredOut>, String> {
+        let mut out = Vec::new();
+        for (k, slot) in self.lowered.slots.iter().enumerate() {
+            let h: diopi::TensorHandle = **slot;
+            if h.is_null() {
+                return Err(format!("required output {k}: the function did not set it"));
+            }
+            // SAFETY: a handle the library stored in our slot; its
+            // descriptor lives as long as the context (still alive).
+            let info = unsafe { diopi::TensorInfo::read(h.cast_const()) }
+                .map_err(|e| format!("required output {k}: {e}"))?;
+            let dt = Dtype::from_code(info.dtype.0)
+                .ok_or_else(|| format!("required output {k}: dtype {}", info.dtype.0))?;
+            let bytes = info.read_elements(&env.rt).map_err(|e| e.to_string())?;
+            let vals = bytes.chunks(dt.size()).map(|b| dt.decode(b)).collect();
+            out.push((info.shape.clone(), info.is_contiguous(), vals));
+        }
+        Ok(out)
+    }
+
+    /// Compares the required outputs with `Case::required`: same shape,
+    /// contiguous, values within the tolerance.
+    fn check_required(&self, got: Vec<RequiredOut>) -> Result<(), String> {
+        for (k, ((shape, contiguous, vals), want)) in
+            got.into_iter().zip(&self.case.required).enumerate()
+        {
+            if shape != want.shape {
+                return Err(format!(
+                    "required output {k}: shape {shape:?}, expected {:?}",
+                    want.shape
+                ));
+            }
+            if !contiguous {
+                return Err(format!("required output {k} is not contiguous"));
+            }
+            let (atol, rtol) = self.case.tolerance(want.dtype);
+            compare(&format!("required output {k}"), &vals, want, atol, rtol)?;
+        }
+        Ok(())
     }
 
     /// After the call and a synchronisation: reads every tensor back and
@@ -392,14 +452,15 @@ impl Placed<'_> {
                 }
             }
         }
-        if case.check == Check::Values && case.expected.is_empty() {
+        if case.check == Check::Values && case.expected.is_empty() && case.required.is_empty() {
             return Err("runner bug: the case expects nothing".into());
         }
         for (i, want) in &case.expected {
             let (atol, rtol) = case.tolerance(want.dtype);
             compare(&position(case, *i), &values[*i], want, atol, rtol)?;
         }
-        check_random(&case.check, &values)?;
+        let initial: Vec<Vec<f64>> = case.tensors.iter().map(|t| t.data.clone()).collect();
+        check_random(&case.check, &values, &initial)?;
         Ok(values)
     }
 }

@@ -153,6 +153,18 @@ fn fill_copy_cast() -> Vec<Op> {
             }
             cases
         }),
+        op("diopiZeroInp", sig!(T), |rng: &mut Rng| {
+            let mut cases = Vec::new();
+            for dt in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::I64] {
+                for shape in unary_shapes(if dt == Dtype::F32 { dt } else { Dtype::F16 }) {
+                    let mut c = Case::new("");
+                    let x = rand(rng, dt, &shape, 1.0, 5.0);
+                    c.inplace(x, HostTensor::full(dt, &shape, 0.0));
+                    cases.push(c);
+                }
+            }
+            cases
+        }),
         op("diopiCopyInp", sig!(C, T), |rng: &mut Rng| {
             cast_cases(rng, true)
         }),
@@ -437,7 +449,7 @@ pub(crate) fn extra_ops() -> Vec<Op> {
                 (Dtype::F16, -1.0, 1.0, 0.5),
             ] {
                 let mut c = Case::new(format!("start={start} end={end} step={step}"));
-                let n = ((end - start) / step as f64).ceil() as usize;
+                let n = ((end - start) / step).ceil() as usize;
                 let data = (0..n).map(|i| start + i as f64 * step).collect();
                 c.output(HostTensor::new(dt, &[n as i64], data));
                 let s = |v: f64| {

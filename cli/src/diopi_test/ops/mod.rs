@@ -4,6 +4,7 @@
 
 mod arith;
 mod conv_norm;
+mod extra;
 mod misc;
 mod pool_loss;
 mod reduce;
@@ -53,6 +54,7 @@ pub(crate) fn all() -> Vec<Op> {
     ops.extend(misc::ops());
     ops.extend(arith::extra_ops());
     ops.extend(unary::extra_ops());
+    ops.extend(extra::ops());
     ops
 }
 

@@ -98,6 +98,45 @@ pub(crate) fn cat(ts: &[&HostTensor], dim: usize) -> HostTensor {
     HostTensor::new(first.dtype, &shape, data)
 }
 
+/// Permute: output dim `d` is input dim `dims[d]`.
+pub(crate) fn permute(x: &HostTensor, dims: &[usize]) -> HostTensor {
+    let shape: Vec<i64> = dims.iter().map(|&d| x.shape[d]).collect();
+    let in_strides = crate::diopi_test::tensor::contiguous_strides(&x.shape);
+    let n = x.numel();
+    let mut data = Vec::with_capacity(n);
+    let mut idx = vec![0i64; shape.len()];
+    for _ in 0..n {
+        let off: i64 = dims
+            .iter()
+            .enumerate()
+            .map(|(d, &src)| idx[d] * in_strides[src])
+            .sum();
+        data.push(x.data[off as usize]);
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    HostTensor::new(x.dtype, &shape, data)
+}
+
+/// Stack: a new dimension `dim` over equally shaped tensors.
+pub(crate) fn stack(ts: &[&HostTensor], dim: usize) -> HostTensor {
+    let unsqueezed: Vec<HostTensor> = ts
+        .iter()
+        .map(|t| {
+            let mut shape = t.shape.clone();
+            shape.insert(dim, 1);
+            HostTensor::new(t.dtype, &shape, t.data.clone())
+        })
+        .collect();
+    let refs: Vec<&HostTensor> = unsqueezed.iter().collect();
+    cat(&refs, dim)
+}
+
 /// Where: `cond ? a : b`, broadcast.
 pub(crate) fn where_(cond: &HostTensor, a: &HostTensor, b: &HostTensor) -> HostTensor {
     map(a.dtype, &[cond, a, b], |v| {
@@ -182,6 +221,14 @@ mod tests {
             tri(&m, 1, true).data,
             vec![0.0, 2.0, 3.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0]
         );
+        let p = permute(&b, &[1, 0]);
+        assert_eq!((p.shape, p.data), (vec![2, 2], vec![3.0, 5.0, 4.0, 6.0]));
+        let t3 = HostTensor::new(Dtype::F32, &[1, 2, 3], (0..6).map(f64::from).collect());
+        let p3 = permute(&t3, &[2, 0, 1]);
+        assert_eq!(p3.shape, vec![3, 1, 2]);
+        assert_eq!(p3.data, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        let s = stack(&[&a, &a], 1);
+        assert_eq!((s.shape, s.data), (vec![2, 2, 1], vec![1.0, 1.0, 2.0, 2.0]));
         let cond = HostTensor::new(Dtype::Bool, &[2], vec![1.0, 0.0]);
         assert_eq!(where_(&cond, &b, &a).data, vec![3.0, 1.0, 5.0, 2.0]);
     }

@@ -155,6 +155,41 @@ pub(crate) fn linear_backward(
     (gi, gw, HostTensor::new(dt, &[o as i64], gb))
 }
 
+/// MatmulBackward for (2-D, 2-D), (3-D, 3-D) and (3-D, 2-D) operands:
+/// (grad_input, grad_other); a 2-D `other` sums over the batch.
+pub(crate) fn matmul_backward(
+    go: &HostTensor,
+    a: &HostTensor,
+    b: &HostTensor,
+) -> (HostTensor, HostTensor) {
+    let (k, n) = (b.size(b.ndim() - 2), b.size(b.ndim() - 1));
+    let rows = a.numel() / k;
+    if b.ndim() == 2 {
+        // a as [rows, k], go as [rows, n]
+        let ga = mm_raw(&go.data, &transpose(&b.data, k, n), rows, n, k);
+        let gb = mm_raw(&transpose(&a.data, rows, k), &go.data, k, rows, n);
+        return (
+            HostTensor::new(a.dtype, &a.shape, ga),
+            HostTensor::new(b.dtype, &b.shape, gb),
+        );
+    }
+    let (bs, m) = (a.size(0), a.size(1));
+    let (mut ga, mut gb) = (Vec::new(), Vec::new());
+    for i in 0..bs {
+        let (ai, bi, gi) = (
+            &a.data[i * m * k..][..m * k],
+            &b.data[i * k * n..][..k * n],
+            &go.data[i * m * n..][..m * n],
+        );
+        ga.extend(mm_raw(gi, &transpose(bi, k, n), m, n, k));
+        gb.extend(mm_raw(&transpose(ai, m, k), gi, k, m, n));
+    }
+    (
+        HostTensor::new(a.dtype, &a.shape, ga),
+        HostTensor::new(b.dtype, &b.shape, gb),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +214,11 @@ mod tests {
         assert_eq!(gi.data, vec![-2.0, -2.0]);
         assert_eq!(gw.data, vec![1.0, 2.0, -1.0, -2.0]);
         assert_eq!(gb.data, vec![1.0, -1.0]);
+        // d(sum(a@b))/da = ones @ b^T; /db = a^T @ ones
+        let ones = HostTensor::new(Dtype::F32, &[2, 2], vec![1.0; 4]);
+        let (ga, gb) = matmul_backward(&ones, &a, &b);
+        assert_eq!(ga.data, vec![11.0, 15.0, 11.0, 15.0]);
+        assert_eq!(gb.data, vec![4.0, 4.0, 6.0, 6.0]);
         let c = HostTensor::new(Dtype::F32, &[2], vec![1.0, 1.0]);
         let r = addmm_like(&c, &mm(&a, &b, Dtype::F32), 2.0, 0.5, Dtype::F32);
         assert_eq!(r.data, vec![11.5, 13.0, 23.5, 27.0]);
