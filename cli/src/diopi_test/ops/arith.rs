@@ -443,7 +443,7 @@ pub(crate) fn extra_ops() -> Vec<Op> {
         op("diopiArange", sig!(T, S, S, S), |_rng: &mut Rng| {
             let mut cases = Vec::new();
             for (dt, start, end, step) in [
-                (Dtype::F32, 0.0, 5.0, 1.0),
+                (Dtype::F32, 0.0f64, 5.0, 1.0),
                 (Dtype::F32, 1.0, -1.0, -0.25),
                 (Dtype::I64, 2.0, 11.0, 3.0),
                 (Dtype::F16, -1.0, 1.0, 0.5),
