@@ -1,19 +1,25 @@
 //! `dipu diopi-test`: a DIOPI conformance runner of our own, as
 //! diopi_test checks a kernel library without any framework.
 //!
-//! For every op of the contract's list (`ops`), seeded inputs are built and
-//! a naive CPU reference in `f64` (`refs`) gives the expected outputs. The
-//! library's function is called through dipu-diopi on device memory of the
-//! runtime; the result is compared with diopi_test's rule (`compare`):
+//! For every op of include/diopi/functions.h (`ops`: the contract's list
+//! first, then the others), seeded inputs are built and a naive CPU
+//! reference in `f64` (`refs`) gives the expected outputs. The library's
+//! function is called through dipu-diopi on device memory of the runtime
+//! (`exec`); the result is compared with diopi_test's rule (`compare`):
 //! `|dev-ref| <= atol + rtol*|ref|`, NaN equal to NaN, at most `1e-3*numel`
 //! mismatches, atol = rtol = 1e-5 for float32 and 1e-2 / 5e-2 for
-//! float16/bfloat16. Inputs must come back unchanged. Each case also runs
-//! with strided inputs, strided outputs, `out` aliasing an input (where the
-//! op allows it) and on a non-default stream (`runner`); random ops are
-//! checked statistically and for reproducibility from a seed and offset.
-//! Ops the library lacks are listed as "not in library". Library-level
-//! checks come first (`utest`): vendor name and version, the last-error
-//! message after failing calls, two contexts on two streams at once.
+//! float16/bfloat16. Inputs must come back unchanged and storage outside a
+//! strided output untouched. Each case also runs with strided inputs,
+//! strided outputs, `out` aliasing an operand (where the op allows it) and
+//! on a non-default stream (`runner`); random ops are checked
+//! statistically and for reproducibility from a seed and offset. Ops the
+//! library lacks are listed as "not in library". Library-level checks come
+//! first (`utest`): vendor name and version, the last-error message after
+//! failing calls, two contexts on two streams at once.
+//!
+//! Adding an op: one entry in the op table (`ops::op(name, sig!(..),
+//! cases)`), its C signature from functions.h and a case builder that
+//! computes the expected values with a reference.
 
 mod case;
 mod compare;
