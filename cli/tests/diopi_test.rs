@@ -200,12 +200,12 @@ fn a_library_with_known_bugs_fails_where_it_should() {
         "--library",
         lib.to_str().expect("utf-8 path"),
         "--filter",
-        "^(Add|Neg|Abs|Sqrt|Relu|UniformInp)$",
+        "^(Add|Neg|Abs|Sqrt|Relu|UniformInp|Exp)$",
         "--json",
     ]));
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
-        out.contains("\"passed\":0,\"failed\":5,\"not_in_library\":1"),
+        out.contains("\"passed\":0,\"failed\":6,\"not_in_library\":1"),
         "{out}"
     );
     assert!(
@@ -245,6 +245,20 @@ fn a_library_with_known_bugs_fails_where_it_should() {
     assert!(
         !uniform.contains("\"variant\":\"contiguous\""),
         "the values themselves pass the statistical checks: {uniform}"
+    );
+
+    // Exp queues its work on the default stream: contiguous float32 runs
+    // on the default stream pass, the run on another stream fails.
+    let exp = op_json(&out, "diopiExp");
+    assert!(
+        exp.contains(
+            "\"case\":\"float32[3, 4] -> float32[3, 4]\",\"variant\":\"non-default stream\""
+        ),
+        "{exp}"
+    );
+    assert!(
+        !exp.contains("\"case\":\"float32[3, 4] -> float32[3, 4]\",\"variant\":\"contiguous\""),
+        "{exp}"
     );
 
     // Relu is right for float32 (strided, 0-dim, empty, aliased, other

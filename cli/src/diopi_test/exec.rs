@@ -3,7 +3,8 @@
 //! synchronised, everything copied back and checked.
 
 use std::ffi::{c_void, CString};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use dipu_diopi::{
     self as diopi, DiopiScalar, DiopiSize, GeneratorHandle, KernelLibrary, OwnedTensor,
@@ -232,6 +233,46 @@ fn lower(env: &Env, case: &Case, dev: &[DevTensor]) -> Result<Lowering, String> 
     Ok(l)
 }
 
+/// Holds a stream: a host function queued on it waits until the `Hold`
+/// is dropped (at most a second, so a library that waits for that stream
+/// itself is slowed down, not deadlocked).
+struct Hold(Arc<(Mutex<bool>, Condvar)>);
+
+impl Hold {
+    fn new(stream: Stream) -> Result<Hold, String> {
+        let pair = Arc::new((Mutex::new(false), Condvar::new()));
+        let theirs = Arc::clone(&pair);
+        diopi::launch_host_func(
+            stream,
+            Box::new(move || {
+                let (lock, cv) = &*theirs;
+                let deadline = Instant::now() + Duration::from_secs(1);
+                let mut released = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                while !*released {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    released = cv
+                        .wait_timeout(released, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }),
+        )
+        .map_err(|e| format!("holding the default stream: {e}"))?;
+        Ok(Hold(pair))
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.0;
+        *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        cv.notify_all();
+    }
+}
+
 /// A required output read back: (shape, whether contiguous, values).
 type RequiredOut = (Vec<i64>, bool, Vec<f64>);
 
@@ -325,6 +366,32 @@ pub(crate) fn run_case(
     variant: Variant,
 ) -> Result<Vec<Vec<f64>>, String> {
     let placed = prepare(env, case, variant)?;
+    // On another stream, the default stream is held until the results are
+    // read: a kernel queued there by mistake has not run by then.
+    let hold = if variant == Variant::OtherStream {
+        Some(Hold::new(env.default_stream)?)
+    } else {
+        None
+    };
+    let result = call_and_check(env, f, sig, &placed);
+    if let Some(hold) = hold {
+        // Whatever was queued behind the hold runs before the memory goes.
+        drop(hold);
+        env.default_stream
+            .synchronize()
+            .map_err(|e| format!("synchronising the default stream: {e}"))?;
+    }
+    result
+}
+
+/// Calls the placed case, waits for its stream, reads everything back and
+/// checks it.
+fn call_and_check(
+    env: &Env,
+    f: *const c_void,
+    sig: &Sig,
+    placed: &Placed<'_>,
+) -> Result<Vec<Vec<f64>>, String> {
     let (rc, ctx) = placed.launch(f, sig)?;
     let synced = placed.stream.synchronize();
     if rc != 0 {
@@ -372,11 +439,50 @@ impl Placed<'_> {
                 .map_err(|e| format!("required output {k}: {e}"))?;
             let dt = Dtype::from_code(info.dtype.0)
                 .ok_or_else(|| format!("required output {k}: dtype {}", info.dtype.0))?;
-            let bytes = info.read_elements(&env.rt).map_err(|e| e.to_string())?;
-            let vals = bytes.chunks(dt.size()).map(|b| dt.decode(b)).collect();
+            let vals = self
+                .read_on_stream(env, &info, dt)
+                .map_err(|e| format!("required output {k}: {e}"))?;
             out.push((info.shape.clone(), info.is_contiguous(), vals));
         }
         Ok(out)
+    }
+
+    /// The logical values of `info` (device memory), copied on the case's
+    /// stream (a synchronous copy would wait for the held default stream).
+    fn read_on_stream(
+        &self,
+        env: &Env,
+        info: &diopi::TensorInfo,
+        dt: Dtype,
+    ) -> Result<Vec<f64>, String> {
+        let mut bytes = vec![0u8; info.span_bytes()];
+        if !bytes.is_empty() {
+            // SAFETY: `bytes` is ours and untouched until the stream is
+            // synchronised below; the runtime checks that the device range
+            // lies inside a live allocation (the context keeps it alive).
+            unsafe {
+                env.rt.memcpy_async(
+                    bytes.as_mut_ptr().cast(),
+                    info.data(),
+                    bytes.len(),
+                    dipu_runtime::CopyKind::DeviceToHost,
+                    self.stream,
+                )
+            }
+            .map_err(|e| e.to_string())?;
+            self.stream.synchronize().map_err(|e| e.to_string())?;
+        }
+        let place = Placement {
+            strides: info.strides.clone(),
+            offset: 0,
+            storage_len: 0,
+        };
+        let sz = dt.size();
+        Ok(place
+            .positions(&info.shape)
+            .iter()
+            .map(|&p| dt.decode(&bytes[p * sz..]))
+            .collect())
     }
 
     /// Compares the required outputs with `Case::required`: same shape,
@@ -402,14 +508,8 @@ impl Placed<'_> {
 
     /// After the call and a synchronisation: reads every tensor back and
     /// checks values, unchanged inputs and untouched gaps.
-    pub(crate) fn finish(self) -> Result<Vec<Vec<f64>>, String> {
-        let Placed {
-            case,
-            dev,
-            alias,
-            stream,
-            ..
-        } = self;
+    pub(crate) fn finish(&self) -> Result<Vec<Vec<f64>>, String> {
+        let (case, dev, alias, stream) = (self.case, &self.dev, self.alias, self.stream);
         let mut values = Vec::with_capacity(dev.len());
         for (i, d) in dev.iter().enumerate() {
             let owner = &dev[d.storage_of];

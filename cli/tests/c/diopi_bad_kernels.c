@@ -8,13 +8,20 @@
  *   diopiSqrt       right values, but also overwrites its input
  *   diopiUniformInp in range with the right mean, but never advances the
  *                   generator (so every call repeats itself)
+ *   diopiExp        right values, but queued on the device's default
+ *                   stream instead of the context's (contiguous only)
  *   diopiRelu       correct (strides, 0-dim and empty included)
  * diopiAdd is absent: the runner must list it as not in the library. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diopi/diopirt.h"
 #include "diopi/functions.h"
+
+/* From dipu-rs's C ABI (include/dipu_runtime.h), resolved against the
+ * `dipu` executable: queue fn(user) on a raw stream (NULL: the default). */
+extern int dipu_launch_host_func_raw(int32_t device, void *raw_stream, void (*fn)(void *), void *user);
 
 static char last_error[256] = "";
 
@@ -113,5 +120,38 @@ diopiError_t diopiUniformInp(diopiContextHandle_t ctx, diopiTensorHandle_t inout
   diopiGetTensorData(inout, &p);
   for (int64_t k = 0; k < n; ++k)
     ((float *)p)[offset_of(k, shape, stride)] = (float)(from + (to - from) * ((double)(k % 100) + 0.5) / 100.0);
+  return diopiSuccess;
+}
+
+typedef struct {
+  float *out;
+  const float *in;
+  int64_t n;
+} exp_job;
+
+static void run_exp(void *user) {
+  exp_job *j = user;
+  for (int64_t k = 0; k < j->n; ++k) j->out[k] = expf(j->in[k]);
+  free(j);
+}
+
+diopiError_t diopiExp(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
+  (void)ctx;
+  if (!is_f32(out) || !is_f32(input)) return diopiDtypeNotSupported;
+  exp_job *j = malloc(sizeof *j);
+  if (!j) return diopiErrorOccurred;
+  void *o;
+  const void *i;
+  diopiGetTensorNumel(input, &j->n);
+  diopiGetTensorData(out, &o);
+  diopiGetTensorDataConst(input, &i);
+  j->out = o;
+  j->in = i;
+  /* The bug: the default stream, not diopiGetStream(ctx). */
+  if (dipu_launch_host_func_raw(0, NULL, run_exp, j) != 0) {
+    free(j);
+    strcpy(last_error, "bad kernels: launch failed");
+    return diopiErrorOccurred;
+  }
   return diopiSuccess;
 }
