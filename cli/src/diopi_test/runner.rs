@@ -148,6 +148,7 @@ fn describe(case: &Case) -> String {
             Arg::C(i) => ins.push(case.tensors[*i].describe()),
             Arg::Tensors(v) => ins.extend(v.iter().map(|&i| case.tensors[i].describe())),
             Arg::T(i) => outs.push(case.tensors[*i].describe()),
+            Arg::Required(k) => outs.push(format!("required {}", case.required[*k].describe())),
             _ => {}
         }
     }
