@@ -72,8 +72,13 @@ fn im2col<C: Gemm>(g: &Geom, img: &[C], cols: &mut [C]) {
                     }
                     let src = &plane[iy as usize * g.w..][..g.w];
                     for (x, d) in dst.iter_mut().enumerate() {
-                        let ix = (x * g.stride.1) as isize - g.pad.1 as isize + (j * g.dil.1) as isize;
-                        *d = if ix >= 0 && ix < w { src[ix as usize] } else { C::default() };
+                        let ix =
+                            (x * g.stride.1) as isize - g.pad.1 as isize + (j * g.dil.1) as isize;
+                        *d = if ix >= 0 && ix < w {
+                            src[ix as usize]
+                        } else {
+                            C::default()
+                        };
                     }
                 }
             }
@@ -96,7 +101,8 @@ fn col2im<C: Gemm>(g: &Geom, cols: &[C], img: &mut [C]) {
                     }
                     let dst = &mut plane[iy as usize * g.w..][..g.w];
                     for x in 0..g.ow {
-                        let ix = (x * g.stride.1) as isize - g.pad.1 as isize + (j * g.dil.1) as isize;
+                        let ix =
+                            (x * g.stride.1) as isize - g.pad.1 as isize + (j * g.dil.1) as isize;
                         if ix >= 0 && ix < w {
                             dst[ix as usize] = dst[ix as usize].add(row[y * g.ow + x]);
                         }
@@ -108,7 +114,11 @@ fn col2im<C: Gemm>(g: &Geom, cols: &[C], img: &mut [C]) {
 }
 
 fn m<C>(p: *const C, rs: usize, cs: usize) -> Mat<C> {
-    Mat { ptr: p, rs: rs as isize, cs: cs as isize }
+    Mat {
+        ptr: p,
+        rs: rs as isize,
+        cs: cs as isize,
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -142,11 +152,25 @@ fn forward_c<C: Gemm>(out: &TView, x: &TView, wt: &TView, bias: Option<&TView>, 
                     let dst = op.0.add((n * g.o + grp * og) * ohw);
                     if let Some(b) = &bs {
                         for oc in 0..og {
-                            std::slice::from_raw_parts_mut(dst.add(oc * ohw), ohw).fill(b[grp * og + oc]);
+                            std::slice::from_raw_parts_mut(dst.add(oc * ohw), ohw)
+                                .fill(b[grp * og + oc]);
                         }
                     }
-                    let beta = if bs.is_some() { C::from_i64(1) } else { C::default() };
-                    crate::matmul::gemm_par(og, kr, ohw, C::from_i64(1), m(ws[grp * og * kr..].as_ptr(), kr, 1), m(colp, ohw, 1), beta, m(dst, ohw, 1));
+                    let beta = if bs.is_some() {
+                        C::from_i64(1)
+                    } else {
+                        C::default()
+                    };
+                    crate::matmul::gemm_par(
+                        og,
+                        kr,
+                        ohw,
+                        C::from_i64(1),
+                        m(ws[grp * og * kr..].as_ptr(), kr, 1),
+                        m(colp, ohw, 1),
+                        beta,
+                        m(dst, ohw, 1),
+                    );
                 }
             }
         };
@@ -183,14 +207,25 @@ pub fn forward(out: &TView, x: &TView, w: &TView, bias: Option<&TView>, g: Geom)
     }
 }
 
-fn backward_c<C: Gemm>(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView>, go: &TView, x: &TView, wt: &TView, g: Geom) {
+fn backward_c<C: Gemm>(
+    gi: Option<&TView>,
+    gw: Option<&TView>,
+    gb: Option<&TView>,
+    go: &TView,
+    x: &TView,
+    wt: &TView,
+    g: Geom,
+) {
     let gs = read::<C>(go);
     let (cg, og, kr, ohw) = (g.cg(), g.og(), g.krows(), g.ohw());
     if let Some(gb) = gb {
         let mut acc = vec![0f64; g.o];
         for n in 0..g.n {
             for (oc, a) in acc.iter_mut().enumerate() {
-                *a += gs[(n * g.o + oc) * ohw..][..ohw].iter().map(|v| v.to_f64()).sum::<f64>();
+                *a += gs[(n * g.o + oc) * ohw..][..ohw]
+                    .iter()
+                    .map(|v| v.to_f64())
+                    .sum::<f64>();
             }
         }
         crate::view::write(gb, &acc);
@@ -202,22 +237,36 @@ fn backward_c<C: Gemm>(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView
         let chunk = g.n.div_ceil(threads).max(1);
         let parts: Vec<Vec<C>> = {
             use rayon::prelude::*;
-            (0..g.n).step_by(chunk).collect::<Vec<_>>().into_par_iter().map(|lo| {
-                let mut acc = vec![C::default(); g.o * kr];
-                let mut cols = vec![C::default(); kr * ohw];
-                for n in lo..(lo + chunk).min(g.n) {
-                    for grp in 0..g.groups {
-                        let img = &xs[(n * g.c + grp * cg) * g.h * g.w..][..cg * g.h * g.w];
-                        im2col(&g, img, &mut cols);
-                        let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
-                        // SAFETY: acc rows of this group; cols^T via strides.
-                        unsafe {
-                            crate::matmul::gemm_par(og, ohw, kr, one, m(gop, ohw, 1), m(cols.as_ptr(), 1, ohw), one, m(acc[grp * og * kr..].as_mut_ptr(), kr, 1));
+            (0..g.n)
+                .step_by(chunk)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|lo| {
+                    let mut acc = vec![C::default(); g.o * kr];
+                    let mut cols = vec![C::default(); kr * ohw];
+                    for n in lo..(lo + chunk).min(g.n) {
+                        for grp in 0..g.groups {
+                            let img = &xs[(n * g.c + grp * cg) * g.h * g.w..][..cg * g.h * g.w];
+                            im2col(&g, img, &mut cols);
+                            let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
+                            // SAFETY: acc rows of this group; cols^T via strides.
+                            unsafe {
+                                crate::matmul::gemm_par(
+                                    og,
+                                    ohw,
+                                    kr,
+                                    one,
+                                    m(gop, ohw, 1),
+                                    m(cols.as_ptr(), 1, ohw),
+                                    one,
+                                    m(acc[grp * og * kr..].as_mut_ptr(), kr, 1),
+                                );
+                            }
                         }
                     }
-                }
-                acc
-            }).collect()
+                    acc
+                })
+                .collect()
         };
         let mut total = vec![C::default(); g.o * kr];
         for p in parts {
@@ -238,8 +287,20 @@ fn backward_c<C: Gemm>(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView
                 let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
                 // SAFETY: cols = W_g^T @ go_g; then this sample's block of img.
                 unsafe {
-                    crate::matmul::gemm_par(kr, og, ohw, one, m(ws[grp * og * kr..].as_ptr(), 1, kr), m(gop, ohw, 1), C::default(), m(cols.as_mut_ptr(), ohw, 1));
-                    let dst = std::slice::from_raw_parts_mut(ip.0.add((n * g.c + grp * cg) * g.h * g.w), cg * g.h * g.w);
+                    crate::matmul::gemm_par(
+                        kr,
+                        og,
+                        ohw,
+                        one,
+                        m(ws[grp * og * kr..].as_ptr(), 1, kr),
+                        m(gop, ohw, 1),
+                        C::default(),
+                        m(cols.as_mut_ptr(), ohw, 1),
+                    );
+                    let dst = std::slice::from_raw_parts_mut(
+                        ip.0.add((n * g.c + grp * cg) * g.h * g.w),
+                        cg * g.h * g.w,
+                    );
                     col2im(&g, cols, dst);
                 }
             }
@@ -249,7 +310,15 @@ fn backward_c<C: Gemm>(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView
 }
 
 /// Gradients of [`forward`]; each output optional.
-pub fn backward(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView>, go: &TView, x: &TView, w: &TView, g: Geom) {
+pub fn backward(
+    gi: Option<&TView>,
+    gw: Option<&TView>,
+    gb: Option<&TView>,
+    go: &TView,
+    x: &TView,
+    w: &TView,
+    g: Geom,
+) {
     if x.dtype == crate::types::dtype::F64 {
         backward_c::<f64>(gi, gw, gb, go, x, w, g)
     } else {
@@ -274,10 +343,19 @@ mod tests {
                         for c in 0..cg {
                             for i in 0..g.kh {
                                 for j in 0..g.kw {
-                                    let iy = (y * g.stride.0 + i * g.dil.0) as isize - g.pad.0 as isize;
-                                    let ix = (xx * g.stride.1 + j * g.dil.1) as isize - g.pad.1 as isize;
-                                    if iy >= 0 && ix >= 0 && (iy as usize) < g.h && (ix as usize) < g.w {
-                                        s += x[((n * g.c + grp * cg + c) * g.h + iy as usize) * g.w + ix as usize] * w[((oc * cg + c) * g.kh + i) * g.kw + j];
+                                    let iy =
+                                        (y * g.stride.0 + i * g.dil.0) as isize - g.pad.0 as isize;
+                                    let ix =
+                                        (xx * g.stride.1 + j * g.dil.1) as isize - g.pad.1 as isize;
+                                    if iy >= 0
+                                        && ix >= 0
+                                        && (iy as usize) < g.h
+                                        && (ix as usize) < g.w
+                                    {
+                                        s += x[((n * g.c + grp * cg + c) * g.h + iy as usize)
+                                            * g.w
+                                            + ix as usize]
+                                            * w[((oc * cg + c) * g.kh + i) * g.kw + j];
                                     }
                                 }
                             }
@@ -290,21 +368,62 @@ mod tests {
         o
     }
 
-    fn geom(n: usize, c: usize, h: usize, w: usize, o: usize, k: usize, s: usize, p: usize, d: usize, groups: usize) -> Geom {
+    fn geom(
+        n: usize,
+        c: usize,
+        h: usize,
+        w: usize,
+        o: usize,
+        k: usize,
+        s: usize,
+        p: usize,
+        d: usize,
+        groups: usize,
+    ) -> Geom {
         let oh = Geom::out_len(h as i64, k as i64, s as i64, p as i64, d as i64) as usize;
         let ow = Geom::out_len(w as i64, k as i64, s as i64, p as i64, d as i64) as usize;
-        Geom { n, c, h, w, o, kh: k, kw: k, oh, ow, stride: (s, s), pad: (p, p), dil: (d, d), groups }
+        Geom {
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh: k,
+            kw: k,
+            oh,
+            ow,
+            stride: (s, s),
+            pad: (p, p),
+            dil: (d, d),
+            groups,
+        }
     }
 
     #[test]
     fn forward_and_backward_match_naive() {
-        for g in [geom(3, 4, 7, 6, 6, 3, 2, 1, 1, 2), geom(2, 3, 5, 5, 4, 1, 1, 0, 1, 1), geom(2, 2, 6, 6, 2, 2, 1, 2, 2, 1)] {
-            let x: Vec<f32> = (0..g.n * g.c * g.h * g.w).map(|i| ((i * 37) % 17) as f32 / 8.0 - 1.0).collect();
-            let w: Vec<f32> = (0..g.o * g.c / g.groups * g.kh * g.kw).map(|i| ((i * 11) % 7) as f32 / 4.0 - 0.7).collect();
+        for g in [
+            geom(3, 4, 7, 6, 6, 3, 2, 1, 1, 2),
+            geom(2, 3, 5, 5, 4, 1, 1, 0, 1, 1),
+            geom(2, 2, 6, 6, 2, 2, 1, 2, 2, 1),
+        ] {
+            let x: Vec<f32> = (0..g.n * g.c * g.h * g.w)
+                .map(|i| ((i * 37) % 17) as f32 / 8.0 - 1.0)
+                .collect();
+            let w: Vec<f32> = (0..g.o * g.c / g.groups * g.kh * g.kw)
+                .map(|i| ((i * 11) % 7) as f32 / 4.0 - 0.7)
+                .collect();
             let b: Vec<f32> = (0..g.o).map(|i| i as f32 * 0.1).collect();
             let (mut xm, mut wm, mut bm) = (x.clone(), w.clone(), b.clone());
             let xv = f32v(&mut xm, &[g.n as i64, g.c as i64, g.h as i64, g.w as i64]);
-            let wv = f32v(&mut wm, &[g.o as i64, (g.c / g.groups) as i64, g.kh as i64, g.kw as i64]);
+            let wv = f32v(
+                &mut wm,
+                &[
+                    g.o as i64,
+                    (g.c / g.groups) as i64,
+                    g.kh as i64,
+                    g.kw as i64,
+                ],
+            );
             let bv = f32v(&mut bm, &[g.o as i64]);
             let oshape = [g.n as i64, g.o as i64, g.oh as i64, g.ow as i64];
             let mut o = vec![0f32; g.n * g.o * g.ohw()];
@@ -315,23 +434,50 @@ mod tests {
             let gov: Vec<f32> = (0..o.len()).map(|i| ((i * 3) % 5) as f32 - 2.0).collect();
             let mut gm = gov.clone();
             let gv = f32v(&mut gm, &oshape);
-            let (mut gi, mut gw, mut gb) = (vec![0f32; x.len()], vec![0f32; w.len()], vec![0f32; g.o]);
-            let (giv, gwv, gbv) = (f32v(&mut gi, xv.shape()), f32v(&mut gw, wv.shape()), f32v(&mut gb, &[g.o as i64]));
+            let (mut gi, mut gw, mut gb) =
+                (vec![0f32; x.len()], vec![0f32; w.len()], vec![0f32; g.o]);
+            let (giv, gwv, gbv) = (
+                f32v(&mut gi, xv.shape()),
+                f32v(&mut gw, wv.shape()),
+                f32v(&mut gb, &[g.o as i64]),
+            );
             backward(Some(&giv), Some(&gwv), Some(&gbv), &gv, &xv, &wv, g);
             let zero = vec![0f32; g.o];
-            let dot = |xx: &[f32], ww: &[f32]| -> f32 { naive(xx, ww, &zero, &g).iter().zip(&gov).map(|(a, b)| a * b).sum() };
+            let dot = |xx: &[f32], ww: &[f32]| -> f32 {
+                naive(xx, ww, &zero, &g)
+                    .iter()
+                    .zip(&gov)
+                    .map(|(a, b)| a * b)
+                    .sum()
+            };
             // linear in x and w, so the difference quotient is exact up to rounding
             for idx in [0, x.len() / 2, x.len() - 1] {
                 let mut xp = x.clone();
                 xp[idx] += 1.0;
-                assert!((dot(&xp, &w) - dot(&x, &w) - gi[idx]).abs() < 1e-3, "gi[{idx}]");
+                assert!(
+                    (dot(&xp, &w) - dot(&x, &w) - gi[idx]).abs() < 1e-3,
+                    "gi[{idx}]"
+                );
             }
             for idx in [0, w.len() / 3, w.len() - 1] {
                 let mut wp = w.clone();
                 wp[idx] += 1.0;
-                assert!((dot(&x, &wp) - dot(&x, &w) - gw[idx]).abs() < 1e-3, "gw[{idx}]");
+                assert!(
+                    (dot(&x, &wp) - dot(&x, &w) - gw[idx]).abs() < 1e-3,
+                    "gw[{idx}]"
+                );
             }
-            let sums: Vec<f32> = (0..g.o).map(|oc| (0..g.n).map(|n| gov[(n * g.o + oc) * g.ohw()..][..g.ohw()].iter().sum::<f32>()).sum()).collect();
+            let sums: Vec<f32> = (0..g.o)
+                .map(|oc| {
+                    (0..g.n)
+                        .map(|n| {
+                            gov[(n * g.o + oc) * g.ohw()..][..g.ohw()]
+                                .iter()
+                                .sum::<f32>()
+                        })
+                        .sum()
+                })
+                .collect();
             close(&gb, &sums, 1e-6);
         }
     }

@@ -169,7 +169,9 @@ pub fn map<C: Num, const N: usize>(out: &TView, ins: [&TView; N], f: impl Fn([C;
     // `out` (then each element is read before it is written).
     let direct = out.dtype == C::DTYPE
         && out.is_contiguous()
-        && (0..N).all(|k| matches!(bufs[k], Cow::Owned(_)) || !ins[k].overlaps(out) || ins[k].same_layout(out));
+        && (0..N).all(|k| {
+            matches!(bufs[k], Cow::Owned(_)) || !ins[k].overlaps(out) || ins[k].same_layout(out)
+        });
     let ptrs: [Ptr<C>; N] = std::array::from_fn(|k| Ptr(bufs[k].as_ptr()));
     let run = |o: *mut C, lo: usize, hi: usize| {
         for i in lo..hi {
@@ -247,7 +249,10 @@ pub enum BinOp {
 impl BinOp {
     /// Whether the result is a comparison (bool-valued).
     pub fn is_compare(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
     }
 }
 
@@ -329,7 +334,13 @@ fn int_bin(out: &TView, a: Src, b: Src, op: BinOp) {
         }
         BinOp::Mul => run_bin::<i64>(out, a, b, |x, y| x.wrapping_mul(y)),
         BinOp::Div(mode) => match mode {
-            crate::types::round_mode::FLOOR => run_bin::<i64>(out, a, b, |x, y| if y == 0 { 0 } else { x.div_euclid(y) - ((x.rem_euclid(y) != 0 && y < 0) as i64) }),
+            crate::types::round_mode::FLOOR => run_bin::<i64>(out, a, b, |x, y| {
+                if y == 0 {
+                    0
+                } else {
+                    x.div_euclid(y) - ((x.rem_euclid(y) != 0 && y < 0) as i64)
+                }
+            }),
             _ => run_bin::<i64>(out, a, b, |x, y| x.checked_div(y).unwrap_or(0)),
         },
         BinOp::Pow => run_bin::<i64>(out, a, b, pow_i64),
@@ -350,7 +361,9 @@ fn int_bin(out: &TView, a: Src, b: Src, op: BinOp) {
 pub fn binary_kind(out: &TView, a: &Src, b: &Src, op: BinOp) -> Kind {
     if op.is_compare() {
         common_kind(&[a.dtype(), b.dtype()])
-    } else if matches!(op, BinOp::Div(m) if m == crate::types::round_mode::NONE) || matches!(op, BinOp::Pow) {
+    } else if matches!(op, BinOp::Div(m) if m == crate::types::round_mode::NONE)
+        || matches!(op, BinOp::Pow)
+    {
         let k = kind_of(out.dtype);
         if k == Kind::I64 && common_kind(&[a.dtype(), b.dtype()]) != Kind::I64 {
             Kind::F64
@@ -360,7 +373,10 @@ pub fn binary_kind(out: &TView, a: &Src, b: &Src, op: BinOp) -> Kind {
     } else {
         let k = kind_of(out.dtype);
         // integer outputs of float rounding-division compute in f64
-        if k == Kind::I64 && matches!(op, BinOp::Div(_)) && common_kind(&[a.dtype(), b.dtype()]) != Kind::I64 {
+        if k == Kind::I64
+            && matches!(op, BinOp::Div(_))
+            && common_kind(&[a.dtype(), b.dtype()]) != Kind::I64
+        {
             Kind::F64
         } else {
             k
@@ -430,7 +446,11 @@ fn float_un<C: Float>(out: &TView, x: &TView, op: UnOp) {
         UnOp::Exp => map::<C, 1>(out, [x], |[v]| v.exp()),
         UnOp::Log => map::<C, 1>(out, [x], |[v]| v.ln()),
         UnOp::Neg => map::<C, 1>(out, [x], move |[v]| zero.sub(v)),
-        UnOp::Abs => map::<C, 1>(out, [x], move |[v]| if v < zero { zero.sub(v) } else { v.add(zero) }),
+        UnOp::Abs => map::<C, 1>(
+            out,
+            [x],
+            move |[v]| if v < zero { zero.sub(v) } else { v.add(zero) },
+        ),
         UnOp::Sign => map::<C, 1>(out, [x], move |[v]| {
             if v > zero {
                 one
@@ -445,15 +465,24 @@ fn float_un<C: Float>(out: &TView, x: &TView, op: UnOp) {
         UnOp::Sigmoid => map::<C, 1>(out, [x], move |[v]| one.div(one.add(zero.sub(v).exp()))),
         UnOp::Tanh => map::<C, 1>(out, [x], |[v]| v.tanh()),
         UnOp::Silu => map::<C, 1>(out, [x], move |[v]| v.div(one.add(zero.sub(v).exp()))),
-        UnOp::Relu => map::<C, 1>(out, [x], move |[v]| if v > zero || v.is_nan() { v } else { zero }),
+        UnOp::Relu => map::<C, 1>(
+            out,
+            [x],
+            move |[v]| if v > zero || v.is_nan() { v } else { zero },
+        ),
         UnOp::Gelu(false) => {
             let r = C::from_f64(std::f64::consts::FRAC_1_SQRT_2);
-            map::<C, 1>(out, [x], move |[v]| half.mul(v).mul(one.add(v.mul(r).erf())))
+            map::<C, 1>(out, [x], move |[v]| {
+                half.mul(v).mul(one.add(v.mul(r).erf()))
+            })
         }
         UnOp::Gelu(true) => {
             let k = C::from_f64(SQRT_2_OVER_PI);
             let c = C::from_f64(0.044715);
-            map::<C, 1>(out, [x], move |[v]| half.mul(v).mul(one.add(k.mul(v.add(c.mul(v).mul(v).mul(v))).tanh())))
+            map::<C, 1>(out, [x], move |[v]| {
+                half.mul(v)
+                    .mul(one.add(k.mul(v.add(c.mul(v).mul(v).mul(v))).tanh()))
+            })
         }
     }
 }
@@ -626,7 +655,12 @@ mod tests {
         binary(&o, Src::T(a), Src::T(b), BinOp::Add(Scalar::Int(2)));
         assert_eq!(om, vec![21.0, 42.0, 63.0, 24.0, 45.0, 66.0]);
         // out aliases a (transposed layout): in-place add of a scalar
-        binary(&a, Src::T(a), Src::S(Scalar::Float(0.5)), BinOp::Sub(Scalar::Int(1)));
+        binary(
+            &a,
+            Src::T(a),
+            Src::S(Scalar::Float(0.5)),
+            BinOp::Sub(Scalar::Int(1)),
+        );
         assert_eq!(am, vec![0.5, 3.5, 1.5, 4.5, 2.5, 5.5]);
         // out partially overlapping its input: y[i] = x[i+1] * 2 in place
         let mut m = vec![1.0f32, 2.0, 3.0, 4.0];
@@ -642,7 +676,10 @@ mod tests {
         let z = f32v(&mut s, &[]);
         let mut om = vec![half::f16::ZERO; 4];
         let o = view_of(&mut om, dtype::F16, &[2, 2], &[2, 1]);
-        let mut xm: Vec<half::f16> = [1.0f32, 2.0, 3.0, 4.0].iter().map(|&v| half::f16::from_f32(v)).collect();
+        let mut xm: Vec<half::f16> = [1.0f32, 2.0, 3.0, 4.0]
+            .iter()
+            .map(|&v| half::f16::from_f32(v))
+            .collect();
         let x = view_of(&mut xm, dtype::F16, &[2, 2], &[2, 1]);
         binary(&o, Src::T(x), Src::T(z), BinOp::Mul);
         let got: Vec<f32> = om.iter().map(|h| h.to_f32()).collect();
@@ -664,9 +701,19 @@ mod tests {
         assert_eq!(o, vec![0, 1, 0]);
         let mut d = vec![0i64; 3];
         let dv = view_of(&mut d, dtype::I64, &[3], &[1]);
-        binary(&dv, Src::T(av), Src::S(Scalar::Int(2)), BinOp::Div(crate::types::round_mode::FLOOR));
+        binary(
+            &dv,
+            Src::T(av),
+            Src::S(Scalar::Int(2)),
+            BinOp::Div(crate::types::round_mode::FLOOR),
+        );
         assert_eq!(d, vec![0, 2, -4]);
-        binary(&dv, Src::T(av), Src::S(Scalar::Int(2)), BinOp::Div(crate::types::round_mode::TRUNC));
+        binary(
+            &dv,
+            Src::T(av),
+            Src::S(Scalar::Int(2)),
+            BinOp::Div(crate::types::round_mode::TRUNC),
+        );
         assert_eq!(d, vec![0, 2, -3]);
         // true division of ints into a float output
         let mut f = vec![0f32; 3];
@@ -683,10 +730,17 @@ mod tests {
         let mut o = vec![0f32; 5];
         let ov = f32v(&mut o, &[5]);
         unary(&ov, &xv, UnOp::Gelu(false));
-        let want: Vec<f32> = xs.iter().map(|&v| 0.5 * v * (1.0 + libm::erff(v / 2f32.sqrt()))).collect();
+        let want: Vec<f32> = xs
+            .iter()
+            .map(|&v| 0.5 * v * (1.0 + libm::erff(v / 2f32.sqrt())))
+            .collect();
         close(&o, &want, 1e-6);
         // numeric derivative check of the gelu backward (both forms) and silu
-        for (f, b) in [(UnOp::Gelu(false), BackOp::Gelu(false)), (UnOp::Gelu(true), BackOp::Gelu(true)), (UnOp::Silu, BackOp::Silu)] {
+        for (f, b) in [
+            (UnOp::Gelu(false), BackOp::Gelu(false)),
+            (UnOp::Gelu(true), BackOp::Gelu(true)),
+            (UnOp::Silu, BackOp::Silu),
+        ] {
             let mut g = vec![1.0f32; 5];
             let gv = f32v(&mut g, &[5]);
             let mut gi = vec![0f32; 5];

@@ -7,7 +7,9 @@ use crate::view::{copy, for_each_offset, permuted, read, read_owned, write, Num,
 
 /// `v` with dimension `d` fixed at `i` (the dimension removed).
 pub fn select(v: &TView, d: usize, i: i64) -> TView {
-    let ptr = v.ptr.wrapping_offset((i * v.strides[d]) as isize * v.elem_size() as isize);
+    let ptr = v
+        .ptr
+        .wrapping_offset((i * v.strides[d]) as isize * v.elem_size() as isize);
     let mut shape = v.shape().to_vec();
     let mut strides = v.strides().to_vec();
     shape.remove(d);
@@ -18,7 +20,9 @@ pub fn select(v: &TView, d: usize, i: i64) -> TView {
 /// `v` restricted to `start..start+len` along `d`.
 pub fn narrow(v: &TView, d: usize, start: i64, len: i64) -> TView {
     let mut r = *v;
-    r.ptr = v.ptr.wrapping_offset((start * v.strides[d]) as isize * v.elem_size() as isize);
+    r.ptr = v
+        .ptr
+        .wrapping_offset((start * v.strides[d]) as isize * v.elem_size() as isize);
     r.shape[d] = len;
     r
 }
@@ -52,7 +56,13 @@ pub fn embedding(out: &TView, w: &TView, idx: &TView) {
 
 /// Embedding backward: rows of `grad` summed into `out` [num_weights, D]
 /// (padding_idx skipped; scaled by 1/frequency when asked).
-pub fn embedding_backward(out: &TView, grad: &TView, idx: &TView, padding_idx: i64, scale_by_freq: bool) {
+pub fn embedding_backward(
+    out: &TView,
+    grad: &TView,
+    idx: &TView,
+    padding_idx: i64,
+    scale_by_freq: bool,
+) {
     let ids = read::<i64>(idx);
     let gs = read::<f64>(grad);
     let (v, dd) = (out.shape[0], out.shape[1] as usize);
@@ -68,7 +78,11 @@ pub fn embedding_backward(out: &TView, grad: &TView, idx: &TView, padding_idx: i
             continue;
         }
         if let Some(r) = norm_index(i, v) {
-            let sc = if scale_by_freq { 1.0 / counts[r as usize] as f64 } else { 1.0 };
+            let sc = if scale_by_freq {
+                1.0 / counts[r as usize] as f64
+            } else {
+                1.0
+            };
             let row = &mut acc[r as usize * dd..][..dd];
             for (a, g) in row.iter_mut().zip(&gs[k * dd..][..dd]) {
                 *a += g * sc;

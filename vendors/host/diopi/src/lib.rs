@@ -25,6 +25,6 @@ pub mod types;
 pub mod view;
 
 #[cfg(not(test))]
-pub mod rt;
-#[cfg(not(test))]
 mod ops;
+#[cfg(not(test))]
+pub mod rt;

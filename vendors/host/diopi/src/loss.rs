@@ -31,7 +31,9 @@ fn log_softmax(xs: &[f64], n: usize, c: usize, s: usize) -> Vec<f64> {
     for i in 0..n {
         for k in 0..s {
             let at = |ch: usize| (i * c + ch) * s + k;
-            let m = (0..c).map(|ch| xs[at(ch)]).fold(f64::NEG_INFINITY, f64::max);
+            let m = (0..c)
+                .map(|ch| xs[at(ch)])
+                .fold(f64::NEG_INFINITY, f64::max);
             let lse = (0..c).map(|ch| (xs[at(ch)] - m).exp()).sum::<f64>().ln() + m;
             for ch in 0..c {
                 out[at(ch)] = xs[at(ch)] - lse;
@@ -42,7 +44,15 @@ fn log_softmax(xs: &[f64], n: usize, c: usize, s: usize) -> Vec<f64> {
 }
 
 /// Per-element losses and the mean's denominator for log-probabilities `lp`.
-fn forward_terms(lp: &[f64], t: &[i64], w: &[f64], n: usize, c: usize, s: usize, o: LossOpts) -> (Vec<f64>, f64) {
+fn forward_terms(
+    lp: &[f64],
+    t: &[i64],
+    w: &[f64],
+    n: usize,
+    c: usize,
+    s: usize,
+    o: LossOpts,
+) -> (Vec<f64>, f64) {
     let mut losses = vec![0f64; n * s];
     let mut denom = 0f64;
     for i in 0..n {
@@ -73,7 +83,8 @@ fn reduce_out(out: &TView, losses: Vec<f64>, denom: f64, red: i32) {
 }
 
 fn weights(w: Option<&TView>, c: usize) -> Vec<f64> {
-    w.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![1.0; c])
+    w.map(|t| read::<f64>(t).into_owned())
+        .unwrap_or_else(|| vec![1.0; c])
 }
 
 /// NLL loss of log-probabilities `x` (no smoothing).
@@ -81,7 +92,18 @@ pub fn nll(out: &TView, x: &TView, target: &TView, w: Option<&TView>, o: LossOpt
     let (n, c, s) = ncs(x);
     let xs = read::<f64>(x);
     let t = read::<i64>(target);
-    let (l, d) = forward_terms(&xs, &t, &weights(w, c), n, c, s, LossOpts { smoothing: 0.0, ..o });
+    let (l, d) = forward_terms(
+        &xs,
+        &t,
+        &weights(w, c),
+        n,
+        c,
+        s,
+        LossOpts {
+            smoothing: 0.0,
+            ..o
+        },
+    );
     reduce_out(out, l, d, o.reduction);
 }
 
@@ -96,11 +118,22 @@ fn scales(go: &TView, n: usize, s: usize, denom: f64, red: i32) -> Vec<f64> {
 }
 
 /// NLL loss backward.
-pub fn nll_backward(gi: &TView, go: &TView, x: &TView, target: &TView, w: Option<&TView>, o: LossOpts) {
+pub fn nll_backward(
+    gi: &TView,
+    go: &TView,
+    x: &TView,
+    target: &TView,
+    w: Option<&TView>,
+    o: LossOpts,
+) {
     let (n, c, s) = ncs(x);
     let t = read::<i64>(target);
     let w = weights(w, c);
-    let denom: f64 = t.iter().filter(|&&tg| tg != o.ignore_index && tg >= 0 && (tg as usize) < c).map(|&tg| w[tg as usize]).sum();
+    let denom: f64 = t
+        .iter()
+        .filter(|&&tg| tg != o.ignore_index && tg >= 0 && (tg as usize) < c)
+        .map(|&tg| w[tg as usize])
+        .sum();
     let sc = scales(go, n, s, denom, o.reduction);
     let mut g = vec![0f64; n * c * s];
     for i in 0..n {
@@ -127,7 +160,13 @@ pub fn cross_entropy(out: &TView, x: &TView, target: &TView, w: Option<&TView>, 
         for i in 0..n {
             for k in 0..s {
                 let at = |ch: usize| (i * c + ch) * s + k;
-                losses[i * s + k] = -(0..c).map(|ch| w[ch] * (tp[at(ch)] * (1.0 - o.smoothing) + o.smoothing / c as f64) * lp[at(ch)]).sum::<f64>();
+                losses[i * s + k] = -(0..c)
+                    .map(|ch| {
+                        w[ch]
+                            * (tp[at(ch)] * (1.0 - o.smoothing) + o.smoothing / c as f64)
+                            * lp[at(ch)]
+                    })
+                    .sum::<f64>();
             }
         }
         return reduce_out(out, losses, (n * s) as f64, o.reduction);
@@ -138,7 +177,14 @@ pub fn cross_entropy(out: &TView, x: &TView, target: &TView, w: Option<&TView>, 
 }
 
 /// Cross entropy backward.
-pub fn cross_entropy_backward(gi: &TView, go: &TView, x: &TView, target: &TView, w: Option<&TView>, o: LossOpts) {
+pub fn cross_entropy_backward(
+    gi: &TView,
+    go: &TView,
+    x: &TView,
+    target: &TView,
+    w: Option<&TView>,
+    o: LossOpts,
+) {
     let (n, c, s) = ncs(x);
     let lp = log_softmax(&read::<f64>(x), n, c, s);
     let w = weights(w, c);
@@ -150,7 +196,9 @@ pub fn cross_entropy_backward(gi: &TView, go: &TView, x: &TView, target: &TView,
         for i in 0..n {
             for k in 0..s {
                 let at = |ch: usize| (i * c + ch) * s + k;
-                let a: Vec<f64> = (0..c).map(|ch| w[ch] * (tp[at(ch)] * (1.0 - eps) + eps / c as f64)).collect();
+                let a: Vec<f64> = (0..c)
+                    .map(|ch| w[ch] * (tp[at(ch)] * (1.0 - eps) + eps / c as f64))
+                    .collect();
                 let sa: f64 = a.iter().sum();
                 for ch in 0..c {
                     g[at(ch)] = sc[i * s + k] * (lp[at(ch)].exp() * sa - a[ch]);
@@ -161,7 +209,11 @@ pub fn cross_entropy_backward(gi: &TView, go: &TView, x: &TView, target: &TView,
     }
     let t = read::<i64>(target);
     let valid = |tg: i64| tg != o.ignore_index && tg >= 0 && (tg as usize) < c;
-    let denom: f64 = t.iter().filter(|&&tg| valid(tg)).map(|&tg| w[tg as usize]).sum();
+    let denom: f64 = t
+        .iter()
+        .filter(|&&tg| valid(tg))
+        .map(|&tg| w[tg as usize])
+        .sum();
     let sc = scales(go, n, s, denom, o.reduction);
     let wsum: f64 = w.iter().sum();
     for i in 0..n {
@@ -192,7 +244,13 @@ mod tests {
     use crate::types::dtype;
     use crate::view::testutil::*;
 
-    fn ce_value(x: &[f32], t: &mut [i64], w: Option<&mut Vec<f32>>, o: LossOpts, shape: &[i64]) -> f32 {
+    fn ce_value(
+        x: &[f32],
+        t: &mut [i64],
+        w: Option<&mut Vec<f32>>,
+        o: LossOpts,
+        shape: &[i64],
+    ) -> f32 {
         let mut xm = x.to_vec();
         let xv = f32v(&mut xm, shape);
         let tv = view_of(t, dtype::I64, &[shape[0]], &[1]);
@@ -207,15 +265,27 @@ mod tests {
     fn cross_entropy_matches_formula_and_gradient() {
         let x = vec![1.0f32, 2.0, 0.5, -1.0, 0.0, 3.0];
         let mut t = vec![1i64, 2];
-        let o = LossOpts { reduction: reduction::MEAN, ignore_index: -100, smoothing: 0.0 };
+        let o = LossOpts {
+            reduction: reduction::MEAN,
+            ignore_index: -100,
+            smoothing: 0.0,
+        };
         let l = ce_value(&x, &mut t, None, o, &[2, 3]);
         let lse = |a: &[f32]| a.iter().map(|v| v.exp()).sum::<f32>().ln();
         let want = ((lse(&x[..3]) - 2.0) + (lse(&x[3..]) - 3.0)) / 2.0;
         assert!((l - want).abs() < 1e-5);
         // with weights, smoothing and an ignored row: gradient by finite differences
         for o in [
-            LossOpts { reduction: reduction::MEAN, ignore_index: 0, smoothing: 0.1 },
-            LossOpts { reduction: reduction::SUM, ignore_index: -100, smoothing: 0.2 },
+            LossOpts {
+                reduction: reduction::MEAN,
+                ignore_index: 0,
+                smoothing: 0.1,
+            },
+            LossOpts {
+                reduction: reduction::SUM,
+                ignore_index: -100,
+                smoothing: 0.2,
+            },
         ] {
             let x3 = vec![1.0f32, 2.0, 0.5, -1.0, 0.0, 3.0, 0.2, 0.1, 0.0];
             let mut t3 = vec![1i64, 2, 0];
@@ -239,7 +309,11 @@ mod tests {
                 let fp = ce_value(&p, &mut tt, Some(&mut w2), o, &[3, 3]);
                 let fq = ce_value(&q, &mut tt, Some(&mut w2), o, &[3, 3]);
                 let num = (fp - fq) / (2.0 * h);
-                assert!((num - gi[j]).abs() < 2e-3, "{o:?} j={j}: {num} vs {}", gi[j]);
+                assert!(
+                    (num - gi[j]).abs() < 2e-3,
+                    "{o:?} j={j}: {num} vs {}",
+                    gi[j]
+                );
             }
         }
     }
@@ -252,7 +326,11 @@ mod tests {
         let tv = view_of(&mut t, dtype::I64, &[2], &[1]);
         let mut out = vec![0f32; 2];
         let ov = f32v(&mut out, &[2]);
-        let o = LossOpts { reduction: reduction::NONE, ignore_index: -100, smoothing: 0.0 };
+        let o = LossOpts {
+            reduction: reduction::NONE,
+            ignore_index: -100,
+            smoothing: 0.0,
+        };
         nll(&ov, &xv, &tv, None, o);
         assert_eq!(out, vec![2.0, 3.0]);
         let mut g = vec![1.0f32, 2.0];

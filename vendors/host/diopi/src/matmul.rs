@@ -14,20 +14,69 @@ pub trait Gemm: Float {
     /// The pointers and strides must describe valid matrices; `c` must not
     /// overlap `a` or `b`.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(m: usize, k: usize, n: usize, alpha: Self, a: *const Self, rsa: isize, csa: isize, b: *const Self, rsb: isize, csb: isize, beta: Self, c: *mut Self, rsc: isize, csc: isize);
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: Self,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        beta: Self,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
 }
 
 impl Gemm for f32 {
-    unsafe fn gemm(m: usize, k: usize, n: usize, alpha: f32, a: *const f32, rsa: isize, csa: isize, b: *const f32, rsb: isize, csb: isize, beta: f32, c: *mut f32, rsc: isize, csc: isize) {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f32,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        beta: f32,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+    ) {
         // SAFETY: forwarded from the caller.
-        unsafe { matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+        unsafe {
+            matrixmultiply::sgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
+        }
     }
 }
 
 impl Gemm for f64 {
-    unsafe fn gemm(m: usize, k: usize, n: usize, alpha: f64, a: *const f64, rsa: isize, csa: isize, b: *const f64, rsb: isize, csb: isize, beta: f64, c: *mut f64, rsc: isize, csc: isize) {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f64,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        beta: f64,
+        c: *mut f64,
+        rsc: isize,
+        csc: isize,
+    ) {
         // SAFETY: forwarded from the caller.
-        unsafe { matrixmultiply::dgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+        unsafe {
+            matrixmultiply::dgemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
+        }
     }
 }
 
@@ -54,12 +103,38 @@ pub struct Mat<T> {
 ///
 /// # Safety
 /// Valid matrices of the given sizes.
-pub unsafe fn gemm_par<C: Gemm>(m: usize, k: usize, n: usize, alpha: C, a: Mat<C>, b: Mat<C>, beta: C, c: Mat<C>) {
+pub unsafe fn gemm_par<C: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: C,
+    a: Mat<C>,
+    b: Mat<C>,
+    beta: C,
+    c: Mat<C>,
+) {
     let work = m * n * k;
     let threads = rayon::current_num_threads();
     if work < (1 << 18) || threads < 2 || m < 2 * threads {
         // SAFETY: forwarded.
-        unsafe { C::gemm(m, k, n, alpha, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, beta, c.ptr as *mut C, c.rs, c.cs) };
+        unsafe {
+            C::gemm(
+                m,
+                k,
+                n,
+                alpha,
+                a.ptr,
+                a.rs,
+                a.cs,
+                b.ptr,
+                b.rs,
+                b.cs,
+                beta,
+                c.ptr as *mut C,
+                c.rs,
+                c.cs,
+            )
+        };
         return;
     }
     let chunk = m.div_ceil(threads);
@@ -71,7 +146,22 @@ pub unsafe fn gemm_par<C: Gemm>(m: usize, k: usize, n: usize, alpha: C, a: Mat<C
                 let (ap, bp, cp) = (ap, bp, cp);
                 // SAFETY: rows lo..lo+rows of a and c, disjoint across tasks.
                 unsafe {
-                    C::gemm(rows, k, n, alpha, ap.0.offset(lo as isize * a.rs), a.rs, a.cs, bp.0, b.rs, b.cs, beta, (cp.0 as *mut C).offset(lo as isize * c.rs), c.rs, c.cs)
+                    C::gemm(
+                        rows,
+                        k,
+                        n,
+                        alpha,
+                        ap.0.offset(lo as isize * a.rs),
+                        a.rs,
+                        a.cs,
+                        bp.0,
+                        b.rs,
+                        b.cs,
+                        beta,
+                        (cp.0 as *mut C).offset(lo as isize * c.rs),
+                        c.rs,
+                        c.cs,
+                    )
                 }
             });
         }
@@ -86,11 +176,17 @@ struct AsC<'a, C: Num> {
 
 fn as_c<C: Num>(v: &TView) -> AsC<'_, C> {
     if v.dtype == C::DTYPE {
-        AsC { view: *v, _buf: None }
+        AsC {
+            view: *v,
+            _buf: None,
+        }
     } else {
         let buf = read::<C>(v);
         let view = TView::contiguous(buf.as_ptr() as *mut u8, C::DTYPE, v.shape());
-        AsC { view, _buf: Some(buf) }
+        AsC {
+            view,
+            _buf: Some(buf),
+        }
     }
 }
 
@@ -106,7 +202,14 @@ pub fn bgemm(out: &TView, a: &TView, b: &TView, init: Option<&TView>, alpha: f64
     }
 }
 
-fn bgemm_c<C: Gemm>(out: &TView, a: &TView, b: &TView, init: Option<&TView>, alpha: f64, beta: f64) {
+fn bgemm_c<C: Gemm>(
+    out: &TView,
+    a: &TView,
+    b: &TView,
+    init: Option<&TView>,
+    alpha: f64,
+    beta: f64,
+) {
     let (ac, bc) = (as_c::<C>(a), as_c::<C>(b));
     let (a, b) = (&ac.view, &bc.view);
     let nd = out.ndim;
@@ -119,8 +222,14 @@ fn bgemm_c<C: Gemm>(out: &TView, a: &TView, b: &TView, init: Option<&TView>, alp
         }
         let batch = &out.shape()[..nd - 2];
         let bstr = |v: &TView| -> Vec<i64> {
-            let bv = TView::new(v.ptr, v.dtype, &v.shape()[..v.ndim - 2], &v.strides()[..v.ndim - 2]);
-            bv.broadcast_strides(batch).expect("batch dims checked before launch")
+            let bv = TView::new(
+                v.ptr,
+                v.dtype,
+                &v.shape()[..v.ndim - 2],
+                &v.strides()[..v.ndim - 2],
+            );
+            bv.broadcast_strides(batch)
+                .expect("batch dims checked before launch")
         };
         let (sa, sb, so) = (bstr(a), bstr(b), bstr(o));
         let mut offs = Vec::new();
@@ -140,16 +249,28 @@ fn bgemm_c<C: Gemm>(out: &TView, a: &TView, b: &TView, init: Option<&TView>, alp
                 idx[d] = 0;
             }
         }
-        let beta_c = if init.is_some() { C::from_f64(beta) } else { C::default() };
+        let beta_c = if init.is_some() {
+            C::from_f64(beta)
+        } else {
+            C::default()
+        };
         let alpha_c = C::from_f64(alpha);
-        let mat = |v: &TView, off: isize| Mat { ptr: (v.ptr as *const C).wrapping_offset(off), rs: v.strides[v.ndim - 2] as isize, cs: v.strides[v.ndim - 1] as isize };
+        let mat = |v: &TView, off: isize| Mat {
+            ptr: (v.ptr as *const C).wrapping_offset(off),
+            rs: v.strides[v.ndim - 2] as isize,
+            cs: v.strides[v.ndim - 1] as isize,
+        };
         if k == 0 {
             // empty inner dimension: the product is zero
             crate::view::for_each_offset(o.shape(), o.strides(), |_, off| {
                 // SAFETY: offsets inside o.
                 unsafe {
                     let p = (o.ptr as *mut C).offset(off);
-                    *p = if init.is_some() { p.read().mul(beta_c) } else { C::default() };
+                    *p = if init.is_some() {
+                        p.read().mul(beta_c)
+                    } else {
+                        C::default()
+                    };
                 }
             });
             return;
@@ -160,7 +281,10 @@ fn bgemm_c<C: Gemm>(out: &TView, a: &TView, b: &TView, init: Option<&TView>, alp
         };
         if offs.len() >= 2 && m * n * k >= 4096 {
             use rayon::prelude::*;
-            let offs: Vec<P<()>> = offs.iter().map(|t| P(Box::into_raw(Box::new(*t)) as *const ())).collect();
+            let offs: Vec<P<()>> = offs
+                .iter()
+                .map(|t| P(Box::into_raw(Box::new(*t)) as *const ()))
+                .collect();
             offs.par_iter().for_each(|p| {
                 // SAFETY: each box was leaked above and is read and freed once.
                 let t = unsafe { Box::from_raw(p.0 as *mut (isize, isize, isize)) };
@@ -173,7 +297,11 @@ fn bgemm_c<C: Gemm>(out: &TView, a: &TView, b: &TView, init: Option<&TView>, alp
     if out.dtype == C::DTYPE && !out.overlaps(a) && !out.overlaps(b) {
         run(out);
     } else {
-        let mut tmp: Vec<C> = if init.is_some() { vec![C::default(); out.numel()] } else { vec![C::default(); out.numel()] };
+        let mut tmp: Vec<C> = if init.is_some() {
+            vec![C::default(); out.numel()]
+        } else {
+            vec![C::default(); out.numel()]
+        };
         let tv = TView::contiguous(tmp.as_mut_ptr() as *mut u8, C::DTYPE, out.shape());
         run(&tv);
         crate::view::write(out, &tmp);
@@ -197,7 +325,12 @@ pub fn as_2d(v: &TView) -> Option<TView> {
         return Some(TView::new(v.ptr, v.dtype, &[1, 1], &[1, 1]));
     }
     if nd == 1 {
-        return Some(TView::new(v.ptr, v.dtype, &[1, v.shape[0]], &[v.shape[0].max(1), v.strides[0]]));
+        return Some(TView::new(
+            v.ptr,
+            v.dtype,
+            &[1, v.shape[0]],
+            &[v.shape[0].max(1), v.strides[0]],
+        ));
     }
     let mut rows = v.shape[nd - 2];
     let row_stride = v.strides[nd - 2];
@@ -207,7 +340,12 @@ pub fn as_2d(v: &TView) -> Option<TView> {
         }
         rows *= v.shape[d];
     }
-    Some(TView::new(v.ptr, v.dtype, &[rows, v.shape[nd - 1]], &[row_stride, v.strides[nd - 1]]))
+    Some(TView::new(
+        v.ptr,
+        v.dtype,
+        &[rows, v.shape[nd - 1]],
+        &[row_stride, v.strides[nd - 1]],
+    ))
 }
 
 /// `v` as a matrix, through a contiguous copy in the view's dtype when
@@ -231,7 +369,11 @@ pub fn linear(out: &TView, x: &TView, w: &TView, bias: Option<&TView>) {
         Some(o2) => bgemm(&o2, &x2, &wt, bias, 1.0, 1.0),
         None => {
             let mut tmp = vec![0f64; out.numel()];
-            let t = TView::contiguous(tmp.as_mut_ptr() as *mut u8, crate::types::dtype::F64, out.shape());
+            let t = TView::contiguous(
+                tmp.as_mut_ptr() as *mut u8,
+                crate::types::dtype::F64,
+                out.shape(),
+            );
             let t2 = as_2d(&t).expect("contiguous");
             bgemm(&t2, &x2, &wt, bias, 1.0, 1.0);
             crate::view::write(out, &tmp);
@@ -240,11 +382,22 @@ pub fn linear(out: &TView, x: &TView, w: &TView, bias: Option<&TView>) {
 }
 
 /// Gradients of [`linear`]: each output optional.
-pub fn linear_backward(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView>, g: &TView, x: &TView, w: &TView) {
+pub fn linear_backward(
+    gi: Option<&TView>,
+    gw: Option<&TView>,
+    gb: Option<&TView>,
+    g: &TView,
+    x: &TView,
+    w: &TView,
+) {
     let (g2, _gbuf) = matrix_of(g);
     if let Some(gi) = gi {
         let mut tmp = vec![0f64; gi.numel()];
-        let t = TView::contiguous(tmp.as_mut_ptr() as *mut u8, crate::types::dtype::F64, gi.shape());
+        let t = TView::contiguous(
+            tmp.as_mut_ptr() as *mut u8,
+            crate::types::dtype::F64,
+            gi.shape(),
+        );
         match as_2d(gi) {
             Some(gi2) if !gi.overlaps(g) && !gi.overlaps(w) => bgemm(&gi2, &g2, w, None, 1.0, 0.0),
             _ => {
@@ -274,7 +427,11 @@ pub fn matmul(out: &TView, a: &TView, b: &TView) {
 /// The matrix views `matmul` multiplies: 1-D operands get a size-1 dim.
 pub fn matmul_views(out: &TView, a: &TView, b: &TView) -> (TView, TView, TView) {
     match (a.ndim, b.ndim) {
-        (1, 1) => (unsqueeze(a, 0), unsqueeze(b, 1), unsqueeze(&unsqueeze(out, 0), 1)),
+        (1, 1) => (
+            unsqueeze(a, 0),
+            unsqueeze(b, 1),
+            unsqueeze(&unsqueeze(out, 0), 1),
+        ),
         (_, 1) => (*a, unsqueeze(b, 1), unsqueeze(out, out.ndim)),
         (1, _) => (unsqueeze(a, 0), *b, unsqueeze(out, out.ndim - 1)),
         _ => (*a, *b, *out),
@@ -286,13 +443,29 @@ pub fn matmul_shape(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
-    let (am, ak) = if a.len() == 1 { (None, a[0]) } else { (Some(a[a.len() - 2]), a[a.len() - 1]) };
-    let (bk, bn) = if b.len() == 1 { (b[0], None) } else { (b[b.len() - 2], Some(b[b.len() - 1])) };
+    let (am, ak) = if a.len() == 1 {
+        (None, a[0])
+    } else {
+        (Some(a[a.len() - 2]), a[a.len() - 1])
+    };
+    let (bk, bn) = if b.len() == 1 {
+        (b[0], None)
+    } else {
+        (b[b.len() - 2], Some(b[b.len() - 1]))
+    };
     if ak != bk {
         return None;
     }
-    let ab = if a.len() > 2 { &a[..a.len() - 2] } else { &[][..] };
-    let bb = if b.len() > 2 { &b[..b.len() - 2] } else { &[][..] };
+    let ab = if a.len() > 2 {
+        &a[..a.len() - 2]
+    } else {
+        &[][..]
+    };
+    let bb = if b.len() > 2 {
+        &b[..b.len() - 2]
+    } else {
+        &[][..]
+    };
     let mut s = crate::view::broadcast_shapes(ab, bb)?;
     s.extend(am);
     s.extend(bn);
@@ -301,25 +474,54 @@ pub fn matmul_shape(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
 
 /// Gradients of `matmul` for operands of 2+ dims: `gi = g @ b^T`,
 /// `go = a^T @ g`, each summed over batch dims its operand broadcast.
-pub fn matmul_backward(gi: Option<&TView>, gother: Option<&TView>, g: &TView, a: &TView, b: &TView) {
+pub fn matmul_backward(
+    gi: Option<&TView>,
+    gother: Option<&TView>,
+    g: &TView,
+    a: &TView,
+    b: &TView,
+) {
     let full = |target: &TView, x: &TView, y: &TView| {
         // product with the broadcast batch shape of g, then summed to target
         let mut shape = g.shape()[..g.ndim - 2].to_vec();
         shape.push(x.shape[x.ndim - 2]);
         shape.push(y.shape[y.ndim - 1]);
         let mut tmp = vec![0f64; shape.iter().product::<i64>() as usize];
-        let t = TView::contiguous(tmp.as_mut_ptr() as *mut u8, crate::types::dtype::F64, &shape);
+        let t = TView::contiguous(
+            tmp.as_mut_ptr() as *mut u8,
+            crate::types::dtype::F64,
+            &shape,
+        );
         bgemm(&t, x, y, None, 1.0, 0.0);
         let lead = shape.len() - target.ndim;
-        let red: Vec<bool> = (0..shape.len()).map(|d| d < lead || (target.shape[d - lead] == 1 && shape[d] != 1)).collect();
+        let red: Vec<bool> = (0..shape.len())
+            .map(|d| d < lead || (target.shape[d - lead] == 1 && shape[d] != 1))
+            .collect();
         if red.iter().any(|&r| r) {
-            let keep: Vec<i64> = (0..shape.len()).filter(|&d| d >= lead).map(|d| if red[d] { 1 } else { shape[d] }).collect();
-            let tgt = TView::new(target.ptr, target.dtype, &keep, &crate::view::contiguous_strides(&keep));
+            let keep: Vec<i64> = (0..shape.len())
+                .filter(|&d| d >= lead)
+                .map(|d| if red[d] { 1 } else { shape[d] })
+                .collect();
+            let tgt = TView::new(
+                target.ptr,
+                target.dtype,
+                &keep,
+                &crate::view::contiguous_strides(&keep),
+            );
             let _ = tgt;
             let mut sums = vec![0f64; target.numel()];
-            let sv = TView::contiguous(sums.as_mut_ptr() as *mut u8, crate::types::dtype::F64, target.shape());
+            let sv = TView::contiguous(
+                sums.as_mut_ptr() as *mut u8,
+                crate::types::dtype::F64,
+                target.shape(),
+            );
             // sum over `red` dims into a contiguous buffer shaped like target
-            let sv_full = TView::new(sv.ptr, sv.dtype, &keep, &crate::view::contiguous_strides(&keep));
+            let sv_full = TView::new(
+                sv.ptr,
+                sv.dtype,
+                &keep,
+                &crate::view::contiguous_strides(&keep),
+            );
             crate::reduce::sum(&sv_full, &t, &red, false);
             crate::view::write(target, &sums);
         } else {
@@ -423,7 +625,13 @@ mod tests {
         matmul_backward(None, Some(&gbv), &gv, &av, &bv);
         // d/db[p][j] = sum over batch and rows of a[.., i, p]
         let colsum: Vec<f32> = (0..3).map(|p| (0..4).map(|r| a[r * 3 + p]).sum()).collect();
-        close(&gb, &[colsum[0], colsum[0], colsum[1], colsum[1], colsum[2], colsum[2]], 1e-6);
+        close(
+            &gb,
+            &[
+                colsum[0], colsum[0], colsum[1], colsum[1], colsum[2], colsum[2],
+            ],
+            1e-6,
+        );
     }
 
     #[test]
@@ -432,7 +640,11 @@ mod tests {
         let mut x = vec![1.0f32, 2.0, 3.0, -1.0, 0.0, 1.0];
         let mut w = vec![0.5f32, 0.0, 1.0, 1.0, 1.0, 1.0];
         let mut bias = vec![10.0f32, 20.0];
-        let (xv, wv, bv) = (f32v(&mut x, &[2, 1, 3]), f32v(&mut w, &[2, 3]), f32v(&mut bias, &[2]));
+        let (xv, wv, bv) = (
+            f32v(&mut x, &[2, 1, 3]),
+            f32v(&mut w, &[2, 3]),
+            f32v(&mut bias, &[2]),
+        );
         let mut o = vec![0f32; 4];
         let ov = f32v(&mut o, &[2, 1, 2]);
         linear(&ov, &xv, &wv, Some(&bv));
@@ -440,7 +652,11 @@ mod tests {
         let mut g = vec![1.0f32, 0.0, 0.0, 2.0];
         let gv = f32v(&mut g, &[2, 1, 2]);
         let (mut gi, mut gw, mut gb) = (vec![0f32; 6], vec![0f32; 6], vec![0f32; 2]);
-        let (giv, gwv, gbv) = (f32v(&mut gi, &[2, 1, 3]), f32v(&mut gw, &[2, 3]), f32v(&mut gb, &[2]));
+        let (giv, gwv, gbv) = (
+            f32v(&mut gi, &[2, 1, 3]),
+            f32v(&mut gw, &[2, 3]),
+            f32v(&mut gb, &[2]),
+        );
         linear_backward(Some(&giv), Some(&gwv), Some(&gbv), &gv, &xv, &wv);
         assert_eq!(gi, vec![0.5, 0.0, 1.0, 2.0, 2.0, 2.0]);
         assert_eq!(gw, vec![1.0, 2.0, 3.0, -2.0, 0.0, 2.0]);
@@ -454,7 +670,14 @@ mod tests {
         let b: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 11) as f32 - 5.0).collect();
         let (mut am, mut bm) = (a.clone(), b.clone());
         let mut o = vec![0f32; m * n];
-        bgemm(&f32v(&mut o, &[m as i64, n as i64]), &f32v(&mut am, &[m as i64, k as i64]), &f32v(&mut bm, &[k as i64, n as i64]), None, 1.0, 0.0);
+        bgemm(
+            &f32v(&mut o, &[m as i64, n as i64]),
+            &f32v(&mut am, &[m as i64, k as i64]),
+            &f32v(&mut bm, &[k as i64, n as i64]),
+            None,
+            1.0,
+            0.0,
+        );
         close(&o, &naive(&a, &b, m, k, n), 1e-5);
     }
 }

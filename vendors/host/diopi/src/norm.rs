@@ -14,7 +14,19 @@ fn is_f64(v: &TView) -> bool {
 /// (saved as mean and 1/sqrt(var+eps)), running stats updated with the
 /// unbiased variance; eval: running statistics.
 #[allow(clippy::too_many_arguments)]
-pub fn batch_norm(out: &TView, save_mean: Option<&TView>, save_invstd: Option<&TView>, x: &TView, w: Option<&TView>, b: Option<&TView>, rm: Option<&TView>, rv: Option<&TView>, training: bool, momentum: f64, eps: f64) {
+pub fn batch_norm(
+    out: &TView,
+    save_mean: Option<&TView>,
+    save_invstd: Option<&TView>,
+    x: &TView,
+    w: Option<&TView>,
+    b: Option<&TView>,
+    rm: Option<&TView>,
+    rv: Option<&TView>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) {
     let (n, c) = (x.shape[0] as usize, x.shape[1] as usize);
     let s: usize = x.shape()[2..].iter().product::<i64>() as usize;
     let count = n * s;
@@ -30,19 +42,30 @@ pub fn batch_norm(out: &TView, save_mean: Option<&TView>, save_invstd: Option<&T
                 let mean = sum / count.max(1) as f64;
                 let mut sq = 0f64;
                 for i in 0..n {
-                    sq += xs[(i * c + ch) * s..][..s].iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+                    sq += xs[(i * c + ch) * s..][..s]
+                        .iter()
+                        .map(|v| (v - mean) * (v - mean))
+                        .sum::<f64>();
                 }
                 (mean, sq / count.max(1) as f64)
             })
             .collect()
     } else {
-        let m = rm.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![0.0; c]);
-        let v = rv.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![1.0; c]);
+        let m = rm
+            .map(|t| read::<f64>(t).into_owned())
+            .unwrap_or_else(|| vec![0.0; c]);
+        let v = rv
+            .map(|t| read::<f64>(t).into_owned())
+            .unwrap_or_else(|| vec![1.0; c]);
         m.into_iter().zip(v).collect()
     };
     let invstd: Vec<f64> = stats.iter().map(|&(_, v)| 1.0 / (v + eps).sqrt()).collect();
-    let ws = w.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![1.0; c]);
-    let bs = b.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![0.0; c]);
+    let ws = w
+        .map(|t| read::<f64>(t).into_owned())
+        .unwrap_or_else(|| vec![1.0; c]);
+    let bs = b
+        .map(|t| read::<f64>(t).into_owned())
+        .unwrap_or_else(|| vec![0.0; c]);
     let scale: Vec<f64> = (0..c).map(|ch| ws[ch] * invstd[ch]).collect();
     let shift: Vec<f64> = (0..c).map(|ch| bs[ch] - stats[ch].0 * scale[ch]).collect();
     fn apply<C: Float>(out: &TView, x: &TView, c: usize, s: usize, scale: &[f64], shift: &[f64]) {
@@ -73,15 +96,27 @@ pub fn batch_norm(out: &TView, save_mean: Option<&TView>, save_invstd: Option<&T
         if let Some(t) = save_invstd.filter(|t| t.numel() == c) {
             write(t, &invstd);
         }
-        let unbias = if count > 1 { count as f64 / (count - 1) as f64 } else { 1.0 };
+        let unbias = if count > 1 {
+            count as f64 / (count - 1) as f64
+        } else {
+            1.0
+        };
         if let Some(t) = rm {
             let old = read::<f64>(t).into_owned();
-            let new: Vec<f64> = old.iter().zip(&means).map(|(o, m)| (1.0 - momentum) * o + momentum * m).collect();
+            let new: Vec<f64> = old
+                .iter()
+                .zip(&means)
+                .map(|(o, m)| (1.0 - momentum) * o + momentum * m)
+                .collect();
             write(t, &new);
         }
         if let Some(t) = rv {
             let old = read::<f64>(t).into_owned();
-            let new: Vec<f64> = old.iter().zip(&stats).map(|(o, s)| (1.0 - momentum) * o + momentum * s.1 * unbias).collect();
+            let new: Vec<f64> = old
+                .iter()
+                .zip(&stats)
+                .map(|(o, s)| (1.0 - momentum) * o + momentum * s.1 * unbias)
+                .collect();
             write(t, &new);
         }
     }
@@ -89,18 +124,41 @@ pub fn batch_norm(out: &TView, save_mean: Option<&TView>, save_invstd: Option<&T
 
 /// Gradients of [`batch_norm`]; each output optional.
 #[allow(clippy::too_many_arguments)]
-pub fn batch_norm_backward(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView>, go: &TView, x: &TView, w: Option<&TView>, rm: Option<&TView>, rv: Option<&TView>, save_mean: Option<&TView>, save_invstd: Option<&TView>, training: bool, eps: f64) {
+pub fn batch_norm_backward(
+    gi: Option<&TView>,
+    gw: Option<&TView>,
+    gb: Option<&TView>,
+    go: &TView,
+    x: &TView,
+    w: Option<&TView>,
+    rm: Option<&TView>,
+    rv: Option<&TView>,
+    save_mean: Option<&TView>,
+    save_invstd: Option<&TView>,
+    training: bool,
+    eps: f64,
+) {
     let (n, c) = (x.shape[0] as usize, x.shape[1] as usize);
     let s: usize = x.shape()[2..].iter().product::<i64>() as usize;
     let count = (n * s).max(1) as f64;
-    let (mean, invstd): (Vec<f64>, Vec<f64>) = if training && save_mean.is_some() && save_invstd.is_some() {
-        (read::<f64>(save_mean.unwrap_or(x)).into_owned(), read::<f64>(save_invstd.unwrap_or(x)).into_owned())
-    } else {
-        let m = rm.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![0.0; c]);
-        let v = rv.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![1.0; c]);
-        (m, v.iter().map(|v| 1.0 / (v + eps).sqrt()).collect())
-    };
-    let ws = w.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![1.0; c]);
+    let (mean, invstd): (Vec<f64>, Vec<f64>) =
+        if training && save_mean.is_some() && save_invstd.is_some() {
+            (
+                read::<f64>(save_mean.unwrap_or(x)).into_owned(),
+                read::<f64>(save_invstd.unwrap_or(x)).into_owned(),
+            )
+        } else {
+            let m = rm
+                .map(|t| read::<f64>(t).into_owned())
+                .unwrap_or_else(|| vec![0.0; c]);
+            let v = rv
+                .map(|t| read::<f64>(t).into_owned())
+                .unwrap_or_else(|| vec![1.0; c]);
+            (m, v.iter().map(|v| 1.0 / (v + eps).sqrt()).collect())
+        };
+    let ws = w
+        .map(|t| read::<f64>(t).into_owned())
+        .unwrap_or_else(|| vec![1.0; c]);
     let xs = read::<f64>(x);
     let gs = read::<f64>(go);
     let sums: Vec<(f64, f64)> = (0..c)
@@ -146,8 +204,26 @@ pub fn batch_norm_backward(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&T
 }
 
 /// Layer norm over the trailing `d` elements of each row of `x`.
-pub fn layer_norm(out: &TView, save_mean: Option<&TView>, save_rstd: Option<&TView>, x: &TView, w: Option<&TView>, b: Option<&TView>, d: usize, eps: f64) {
-    fn go<C: Float>(out: &TView, sm: Option<&TView>, sr: Option<&TView>, x: &TView, w: Option<&TView>, b: Option<&TView>, d: usize, eps: f64) {
+pub fn layer_norm(
+    out: &TView,
+    save_mean: Option<&TView>,
+    save_rstd: Option<&TView>,
+    x: &TView,
+    w: Option<&TView>,
+    b: Option<&TView>,
+    d: usize,
+    eps: f64,
+) {
+    fn go<C: Float>(
+        out: &TView,
+        sm: Option<&TView>,
+        sr: Option<&TView>,
+        x: &TView,
+        w: Option<&TView>,
+        b: Option<&TView>,
+        d: usize,
+        eps: f64,
+    ) {
         let xs = read::<C>(x);
         let rows = if d == 0 { 0 } else { xs.len() / d };
         let ws = w.map(|t| read::<C>(t).into_owned());
@@ -157,24 +233,28 @@ pub fn layer_norm(out: &TView, save_mean: Option<&TView>, save_rstd: Option<&TVi
             if d == 0 {
                 return;
             }
-            o.par_chunks_mut(d).zip(stats.par_iter_mut()).enumerate().for_each(|(r, (dst, st))| {
-                let src = &xs[r * d..][..d];
-                let mean = src.iter().map(|v| v.to_f64()).sum::<f64>() / d as f64;
-                let var = src.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / d as f64;
-                let rstd = 1.0 / (var + eps).sqrt();
-                *st = (mean, rstd);
-                let (mc, rc) = (C::from_f64(mean), C::from_f64(rstd));
-                for (j, (dv, &v)) in dst.iter_mut().zip(src).enumerate() {
-                    let mut y = v.sub(mc).mul(rc);
-                    if let Some(w) = &ws {
-                        y = y.mul(w[j]);
+            o.par_chunks_mut(d)
+                .zip(stats.par_iter_mut())
+                .enumerate()
+                .for_each(|(r, (dst, st))| {
+                    let src = &xs[r * d..][..d];
+                    let mean = src.iter().map(|v| v.to_f64()).sum::<f64>() / d as f64;
+                    let var =
+                        src.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / d as f64;
+                    let rstd = 1.0 / (var + eps).sqrt();
+                    *st = (mean, rstd);
+                    let (mc, rc) = (C::from_f64(mean), C::from_f64(rstd));
+                    for (j, (dv, &v)) in dst.iter_mut().zip(src).enumerate() {
+                        let mut y = v.sub(mc).mul(rc);
+                        if let Some(w) = &ws {
+                            y = y.mul(w[j]);
+                        }
+                        if let Some(b) = &bs {
+                            y = y.add(b[j]);
+                        }
+                        *dv = y;
                     }
-                    if let Some(b) = &bs {
-                        y = y.add(b[j]);
-                    }
-                    *dv = y;
-                }
-            });
+                });
         });
         if let Some(t) = sm.filter(|t| t.numel() == rows) {
             write(t, &stats.iter().map(|s| s.0).collect::<Vec<_>>());
@@ -192,13 +272,25 @@ pub fn layer_norm(out: &TView, save_mean: Option<&TView>, save_rstd: Option<&TVi
 
 /// Gradients of [`layer_norm`] from the saved mean and rstd; each output optional.
 #[allow(clippy::too_many_arguments)]
-pub fn layer_norm_backward(gi: Option<&TView>, gw: Option<&TView>, gb: Option<&TView>, go: &TView, x: &TView, w: Option<&TView>, mean: &TView, rstd: &TView, d: usize) {
+pub fn layer_norm_backward(
+    gi: Option<&TView>,
+    gw: Option<&TView>,
+    gb: Option<&TView>,
+    go: &TView,
+    x: &TView,
+    w: Option<&TView>,
+    mean: &TView,
+    rstd: &TView,
+    d: usize,
+) {
     let xs = read::<f64>(x);
     let gs = read::<f64>(go);
     let ms = read::<f64>(mean);
     let rs = read::<f64>(rstd);
     let rows = if d == 0 { 0 } else { xs.len() / d };
-    let ws = w.map(|t| read::<f64>(t).into_owned()).unwrap_or_else(|| vec![1.0; d]);
+    let ws = w
+        .map(|t| read::<f64>(t).into_owned())
+        .unwrap_or_else(|| vec![1.0; d]);
     if let Some(gi) = gi {
         let mut out = vec![0f64; rows * d];
         if d > 0 {
@@ -257,13 +349,32 @@ mod tests {
         let (smv, siv) = (f32v(&mut sm, &[2]), f32v(&mut si, &[2]));
         let mut o = vec![0f32; 8];
         let ov = f32v(&mut o, &[2, 2, 2]);
-        batch_norm(&ov, Some(&smv), Some(&siv), &xv, Some(&wv), Some(&bv), Some(&rmv), Some(&rvv), true, 0.1, 1e-5);
+        batch_norm(
+            &ov,
+            Some(&smv),
+            Some(&siv),
+            &xv,
+            Some(&wv),
+            Some(&bv),
+            Some(&rmv),
+            Some(&rvv),
+            true,
+            0.1,
+            1e-5,
+        );
         assert_eq!(sm, vec![2.5, 25.0]);
         let var0 = 1.25f32; // values 1,2,3,4
         close(&si[..1], &[1.0 / (var0 + 1e-5).sqrt()], 1e-6);
         close(&rm, &[0.25, 2.5], 1e-6);
         close(&rv[..1], &[0.9 + 0.1 * var0 * 4.0 / 3.0], 1e-6);
-        close(&o[..2], &[2.0 * (1.0 - 2.5) * si[0] + 0.5, 2.0 * (2.0 - 2.5) * si[0] + 0.5], 1e-5);
+        close(
+            &o[..2],
+            &[
+                2.0 * (1.0 - 2.5) * si[0] + 0.5,
+                2.0 * (2.0 - 2.5) * si[0] + 0.5,
+            ],
+            1e-5,
+        );
         // gradient check on sum(g * bn(x)) wrt x[0] by finite differences
         let g = vec![1.0f32, -2.0, 0.5, 0.0, 3.0, 1.0, -1.0, 2.0];
         let mut gm = g.clone();
@@ -272,13 +383,38 @@ mod tests {
         let giv = f32v(&mut gi, &[2, 2, 2]);
         let (mut gw, mut gb) = (vec![0f32; 2], vec![0f32; 2]);
         let (gwv, gbv) = (f32v(&mut gw, &[2]), f32v(&mut gb, &[2]));
-        batch_norm_backward(Some(&giv), Some(&gwv), Some(&gbv), &gv, &xv, Some(&wv), None, None, Some(&smv), Some(&siv), true, 1e-5);
+        batch_norm_backward(
+            Some(&giv),
+            Some(&gwv),
+            Some(&gbv),
+            &gv,
+            &xv,
+            Some(&wv),
+            None,
+            None,
+            Some(&smv),
+            Some(&siv),
+            true,
+            1e-5,
+        );
         let f = |xx: &[f32]| -> f32 {
             let mut a = xx.to_vec();
             let av = f32v(&mut a, &[2, 2, 2]);
             let mut oo = vec![0f32; 8];
             let oov = f32v(&mut oo, &[2, 2, 2]);
-            batch_norm(&oov, None, None, &av, Some(&wv), Some(&bv), None, None, true, 0.1, 1e-5);
+            batch_norm(
+                &oov,
+                None,
+                None,
+                &av,
+                Some(&wv),
+                Some(&bv),
+                None,
+                None,
+                true,
+                0.1,
+                1e-5,
+            );
             oo.iter().zip(&g).map(|(p, q)| p * q).sum()
         };
         for j in [0, 3, 5] {
@@ -303,7 +439,16 @@ mod tests {
         let (mv, rv) = (f32v(&mut m, &[2, 1]), f32v(&mut r, &[2, 1]));
         let mut o = vec![0f32; 6];
         let ov = f32v(&mut o, &[2, 3]);
-        layer_norm(&ov, Some(&mv), Some(&rv), &xv, Some(&wv), Some(&bv), 3, 1e-5);
+        layer_norm(
+            &ov,
+            Some(&mv),
+            Some(&rv),
+            &xv,
+            Some(&wv),
+            Some(&bv),
+            3,
+            1e-5,
+        );
         close(&m, &[7.0 / 3.0, 0.0], 1e-6);
         let rstd1 = 1.0 / (2.0f32 / 3.0 + 1e-5).sqrt();
         close(&o[3..], &[-rstd1, 1.0, 0.5 * rstd1], 1e-5);

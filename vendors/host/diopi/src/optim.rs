@@ -27,7 +27,12 @@ pub fn sgd(param: &TView, grad: &TView, buf: Option<&TView>, o: SgdOpts) {
         let mut p = read_owned::<C>(param);
         let g = read_owned::<C>(grad);
         let mut b = buf.map(read_owned::<C>);
-        let (lr, m, damp, wd) = (C::from_f64(o.lr), C::from_f64(o.momentum), C::from_f64(1.0 - o.dampening), C::from_f64(o.wd));
+        let (lr, m, damp, wd) = (
+            C::from_f64(o.lr),
+            C::from_f64(o.momentum),
+            C::from_f64(1.0 - o.dampening),
+            C::from_f64(o.wd),
+        );
         for i in 0..p.len() {
             let mut d = g[i];
             if o.wd != 0.0 {
@@ -75,8 +80,22 @@ pub struct AdamOpts {
 }
 
 /// One Adam (or AdamW) step.
-pub fn adam(param: &TView, grad: &TView, m1: &TView, m2: &TView, vmax: Option<&TView>, o: AdamOpts) {
-    fn go<C: Float>(param: &TView, grad: &TView, m1t: &TView, m2t: &TView, vmax: Option<&TView>, o: AdamOpts) {
+pub fn adam(
+    param: &TView,
+    grad: &TView,
+    m1: &TView,
+    m2: &TView,
+    vmax: Option<&TView>,
+    o: AdamOpts,
+) {
+    fn go<C: Float>(
+        param: &TView,
+        grad: &TView,
+        m1t: &TView,
+        m2t: &TView,
+        vmax: Option<&TView>,
+        o: AdamOpts,
+    ) {
         let mut p = read_owned::<C>(param);
         let g = read_owned::<C>(grad);
         let mut m1 = read_owned::<C>(m1t);
@@ -88,7 +107,14 @@ pub fn adam(param: &TView, grad: &TView, m1: &TView, m2: &TView, vmax: Option<&T
         let bc2 = 1.0 - b2.powi(o.step as i32);
         let step_size = f(o.lr as f64 / bc1);
         let bc2s = f(bc2.sqrt());
-        let (cb1, cb2, c1b1, c1b2, eps, wd) = (f(b1), f(b2), f(1.0 - b1), f(1.0 - b2), f(o.eps as f64), f(o.wd as f64));
+        let (cb1, cb2, c1b1, c1b2, eps, wd) = (
+            f(b1),
+            f(b2),
+            f(1.0 - b1),
+            f(1.0 - b2),
+            f(o.eps as f64),
+            f(o.wd as f64),
+        );
         let decay = f(1.0 - o.lr as f64 * o.wd as f64);
         for i in 0..p.len() {
             let mut gi = g[i];
@@ -132,20 +158,63 @@ mod tests {
     fn sgd_momentum_and_nesterov() {
         let (mut p, mut g, mut b) = (vec![1.0f32, -2.0], vec![0.5f32, 1.0], vec![0.1f32, 0.0]);
         let (pv, gv, bv) = (f32v(&mut p, &[2]), f32v(&mut g, &[2]), f32v(&mut b, &[2]));
-        sgd(&pv, &gv, Some(&bv), SgdOpts { lr: 0.1, momentum: 0.9, dampening: 0.0, wd: 0.1, nesterov: false });
+        sgd(
+            &pv,
+            &gv,
+            Some(&bv),
+            SgdOpts {
+                lr: 0.1,
+                momentum: 0.9,
+                dampening: 0.0,
+                wd: 0.1,
+                nesterov: false,
+            },
+        );
         // d = g + 0.1 p = [0.6, 0.8]; buf = 0.9 b + d = [0.69, 0.8]; p -= 0.1 buf
         close(&b, &[0.69, 0.8], 1e-6);
         close(&p, &[1.0 - 0.069, -2.0 - 0.08], 1e-6);
-        sgd(&pv, &gv, None, SgdOpts { lr: 1.0, momentum: 0.0, dampening: 0.0, wd: 0.0, nesterov: true });
+        sgd(
+            &pv,
+            &gv,
+            None,
+            SgdOpts {
+                lr: 1.0,
+                momentum: 0.0,
+                dampening: 0.0,
+                wd: 0.0,
+                nesterov: true,
+            },
+        );
         close(&p, &[0.931 - 0.5, -2.08 - 1.0], 1e-6);
     }
 
     #[test]
     fn adam_first_step_moves_by_lr() {
         for decoupled in [false, true] {
-            let (mut p, mut g, mut m, mut v, mut mx) = (vec![1.0f32, -1.0], vec![0.3f32, -2.0], vec![0f32; 2], vec![0f32; 2], vec![0f32; 2]);
-            let (pv, gv, mv, vv, mxv) = (f32v(&mut p, &[2]), f32v(&mut g, &[2]), f32v(&mut m, &[2]), f32v(&mut v, &[2]), f32v(&mut mx, &[2]));
-            let o = AdamOpts { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: 0.0, step: 1, amsgrad: true, decoupled };
+            let (mut p, mut g, mut m, mut v, mut mx) = (
+                vec![1.0f32, -1.0],
+                vec![0.3f32, -2.0],
+                vec![0f32; 2],
+                vec![0f32; 2],
+                vec![0f32; 2],
+            );
+            let (pv, gv, mv, vv, mxv) = (
+                f32v(&mut p, &[2]),
+                f32v(&mut g, &[2]),
+                f32v(&mut m, &[2]),
+                f32v(&mut v, &[2]),
+                f32v(&mut mx, &[2]),
+            );
+            let o = AdamOpts {
+                lr: 0.01,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                wd: 0.0,
+                step: 1,
+                amsgrad: true,
+                decoupled,
+            };
             adam(&pv, &gv, &mv, &vv, Some(&mxv), o);
             // first step: m_hat = g, v_hat = g^2, update = lr * sign(g)
             close(&p, &[0.99, -0.99], 1e-5);
@@ -154,8 +223,29 @@ mod tests {
         }
         // AdamW's decay multiplies the parameter
         let (mut p, mut g, mut m, mut v) = (vec![2.0f32], vec![0.0f32], vec![0f32], vec![0f32]);
-        let (pv, gv, mv, vv) = (f32v(&mut p, &[1]), f32v(&mut g, &[1]), f32v(&mut m, &[1]), f32v(&mut v, &[1]));
-        adam(&pv, &gv, &mv, &vv, None, AdamOpts { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: 0.5, step: 3, amsgrad: false, decoupled: true });
+        let (pv, gv, mv, vv) = (
+            f32v(&mut p, &[1]),
+            f32v(&mut g, &[1]),
+            f32v(&mut m, &[1]),
+            f32v(&mut v, &[1]),
+        );
+        adam(
+            &pv,
+            &gv,
+            &mv,
+            &vv,
+            None,
+            AdamOpts {
+                lr: 0.1,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                wd: 0.5,
+                step: 3,
+                amsgrad: false,
+                decoupled: true,
+            },
+        );
         close(&p, &[2.0 * 0.95], 1e-6);
     }
 }

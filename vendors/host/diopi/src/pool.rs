@@ -21,7 +21,11 @@ pub struct Window {
 /// Output length along one axis (PyTorch's rule, with ceil_mode).
 pub fn pool_out_len(len: i64, k: i64, s: i64, p: i64, d: i64, ceil: bool) -> i64 {
     let num = len + 2 * p - d * (k - 1) - 1;
-    let mut o = if ceil { (num + s - 1).div_euclid(s) + 1 } else { num.div_euclid(s) + 1 };
+    let mut o = if ceil {
+        (num + s - 1).div_euclid(s) + 1
+    } else {
+        num.div_euclid(s) + 1
+    };
     if ceil && (o - 1) * s >= len + p {
         o -= 1;
     }
@@ -43,36 +47,39 @@ pub fn max_pool(out: &TView, idx: Option<&TView>, x: &TView, win: Window) {
     let mut vals = vec![0f64; planes * oh * ow];
     let mut ids = vec![0i64; planes * oh * ow];
     if oh * ow > 0 {
-        vals.par_chunks_mut(oh * ow).zip(ids.par_chunks_mut(oh * ow)).enumerate().for_each(|(pl, (vo, io))| {
-            let src = &xs[pl * h * w..][..h * w];
-            for y in 0..oh {
-                for xo in 0..ow {
-                    let (mut best, mut bi) = (f64::NEG_INFINITY, -1i64);
-                    'win: for i in 0..win.k.0 {
-                        let iy = y as i64 * win.s.0 - win.p.0 + i * win.d.0;
-                        if iy < 0 || iy >= h as i64 {
-                            continue;
-                        }
-                        for j in 0..win.k.1 {
-                            let ix = xo as i64 * win.s.1 - win.p.1 + j * win.d.1;
-                            if ix < 0 || ix >= w as i64 {
+        vals.par_chunks_mut(oh * ow)
+            .zip(ids.par_chunks_mut(oh * ow))
+            .enumerate()
+            .for_each(|(pl, (vo, io))| {
+                let src = &xs[pl * h * w..][..h * w];
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let (mut best, mut bi) = (f64::NEG_INFINITY, -1i64);
+                        'win: for i in 0..win.k.0 {
+                            let iy = y as i64 * win.s.0 - win.p.0 + i * win.d.0;
+                            if iy < 0 || iy >= h as i64 {
                                 continue;
                             }
-                            let v = src[iy as usize * w + ix as usize];
-                            if v > best || v.is_nan() || bi < 0 {
-                                best = v;
-                                bi = iy * w as i64 + ix;
-                                if v.is_nan() {
-                                    break 'win;
+                            for j in 0..win.k.1 {
+                                let ix = xo as i64 * win.s.1 - win.p.1 + j * win.d.1;
+                                if ix < 0 || ix >= w as i64 {
+                                    continue;
+                                }
+                                let v = src[iy as usize * w + ix as usize];
+                                if v > best || v.is_nan() || bi < 0 {
+                                    best = v;
+                                    bi = iy * w as i64 + ix;
+                                    if v.is_nan() {
+                                        break 'win;
+                                    }
                                 }
                             }
                         }
+                        vo[y * ow + xo] = best;
+                        io[y * ow + xo] = bi;
                     }
-                    vo[y * ow + xo] = best;
-                    io[y * ow + xo] = bi;
                 }
-            }
-        });
+            });
     }
     write(out, &vals);
     if let Some(t) = idx {
@@ -110,9 +117,19 @@ pub struct AvgOpts {
 }
 
 /// For output (y, x): the clipped window [h0, h1) x [w0, w1) and its divisor.
-fn avg_window(y: i64, x: i64, h: i64, w: i64, win: Window, o: AvgOpts) -> (i64, i64, i64, i64, f64) {
+fn avg_window(
+    y: i64,
+    x: i64,
+    h: i64,
+    w: i64,
+    win: Window,
+    o: AvgOpts,
+) -> (i64, i64, i64, i64, f64) {
     let (mut h0, mut w0) = (y * win.s.0 - win.p.0, x * win.s.1 - win.p.1);
-    let (mut h1, mut w1) = ((h0 + win.k.0).min(h + win.p.0), (w0 + win.k.1).min(w + win.p.1));
+    let (mut h1, mut w1) = (
+        (h0 + win.k.0).min(h + win.p.0),
+        (w0 + win.k.1).min(w + win.p.1),
+    );
     let pool = (h1 - h0) * (w1 - w0);
     h0 = h0.max(0);
     w0 = w0.max(0);
@@ -133,21 +150,24 @@ pub fn avg_pool(out: &TView, x: &TView, win: Window, o: AvgOpts) {
     let (_, oh, ow) = hw(out);
     let mut vals = vec![0f64; planes * oh * ow];
     if oh * ow > 0 {
-        vals.par_chunks_mut(oh * ow).enumerate().for_each(|(pl, dst)| {
-            let src = &xs[pl * h * w..][..h * w];
-            for y in 0..oh {
-                for xo in 0..ow {
-                    let (h0, h1, w0, w1, div) = avg_window(y as i64, xo as i64, h as i64, w as i64, win, o);
-                    let mut s = 0f64;
-                    for iy in h0..h1 {
-                        for ix in w0..w1 {
-                            s += src[iy as usize * w + ix as usize];
+        vals.par_chunks_mut(oh * ow)
+            .enumerate()
+            .for_each(|(pl, dst)| {
+                let src = &xs[pl * h * w..][..h * w];
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let (h0, h1, w0, w1, div) =
+                            avg_window(y as i64, xo as i64, h as i64, w as i64, win, o);
+                        let mut s = 0f64;
+                        for iy in h0..h1 {
+                            for ix in w0..w1 {
+                                s += src[iy as usize * w + ix as usize];
+                            }
                         }
+                        dst[y * ow + xo] = s / div;
                     }
-                    dst[y * ow + xo] = s / div;
                 }
-            }
-        });
+            });
     }
     write(out, &vals);
 }
@@ -162,7 +182,8 @@ pub fn avg_pool_backward(gi: &TView, go: &TView, win: Window, o: AvgOpts) {
         out.par_chunks_mut(h * w).enumerate().for_each(|(pl, dst)| {
             for y in 0..oh {
                 for xo in 0..ow {
-                    let (h0, h1, w0, w1, div) = avg_window(y as i64, xo as i64, h as i64, w as i64, win, o);
+                    let (h0, h1, w0, w1, div) =
+                        avg_window(y as i64, xo as i64, h as i64, w as i64, win, o);
                     let g = gs[pl * oh * ow + y * ow + xo] / div;
                     for iy in h0..h1 {
                         for ix in w0..w1 {
@@ -189,20 +210,22 @@ pub fn adaptive_avg_pool(out: &TView, x: &TView) {
     let (_, oh, ow) = hw(out);
     let mut vals = vec![0f64; planes * oh * ow];
     if oh * ow > 0 {
-        vals.par_chunks_mut(oh * ow).enumerate().for_each(|(pl, dst)| {
-            let src = &xs[pl * h * w..][..h * w];
-            for y in 0..oh {
-                let (h0, h1) = adaptive_range(y, oh, h);
-                for xo in 0..ow {
-                    let (w0, w1) = adaptive_range(xo, ow, w);
-                    let mut s = 0f64;
-                    for iy in h0..h1 {
-                        s += src[iy * w + w0..iy * w + w1].iter().sum::<f64>();
+        vals.par_chunks_mut(oh * ow)
+            .enumerate()
+            .for_each(|(pl, dst)| {
+                let src = &xs[pl * h * w..][..h * w];
+                for y in 0..oh {
+                    let (h0, h1) = adaptive_range(y, oh, h);
+                    for xo in 0..ow {
+                        let (w0, w1) = adaptive_range(xo, ow, w);
+                        let mut s = 0f64;
+                        for iy in h0..h1 {
+                            s += src[iy * w + w0..iy * w + w1].iter().sum::<f64>();
+                        }
+                        dst[y * ow + xo] = s / ((h1 - h0) * (w1 - w0)).max(1) as f64;
                     }
-                    dst[y * ow + xo] = s / ((h1 - h0) * (w1 - w0)).max(1) as f64;
                 }
-            }
-        });
+            });
     }
     write(out, &vals);
 }
@@ -238,14 +261,24 @@ mod tests {
     use crate::types::dtype;
     use crate::view::testutil::*;
 
-    const W2: Window = Window { k: (2, 2), s: (2, 2), p: (0, 0), d: (1, 1) };
+    const W2: Window = Window {
+        k: (2, 2),
+        s: (2, 2),
+        p: (0, 0),
+        d: (1, 1),
+    };
 
     #[test]
     fn max_pool_indices_and_backward() {
-        let mut x: Vec<f32> = vec![1.0, 5.0, 2.0, 0.0, 3.0, 4.0, 9.0, 1.0, 0.0, 0.0, 7.0, 8.0, 6.0, 0.0, 0.0, 8.5];
+        let mut x: Vec<f32> = vec![
+            1.0, 5.0, 2.0, 0.0, 3.0, 4.0, 9.0, 1.0, 0.0, 0.0, 7.0, 8.0, 6.0, 0.0, 0.0, 8.5,
+        ];
         let xv = f32v(&mut x, &[1, 1, 4, 4]);
         let (mut o, mut i) = (vec![0f32; 4], vec![0i64; 4]);
-        let (ov, iv) = (f32v(&mut o, &[1, 1, 2, 2]), view_of(&mut i, dtype::I64, &[1, 1, 2, 2], &[4, 4, 2, 1]));
+        let (ov, iv) = (
+            f32v(&mut o, &[1, 1, 2, 2]),
+            view_of(&mut i, dtype::I64, &[1, 1, 2, 2], &[4, 4, 2, 1]),
+        );
         max_pool(&ov, Some(&iv), &xv, W2);
         assert_eq!(o, vec![5.0, 9.0, 6.0, 8.5]);
         assert_eq!(i, vec![1, 6, 12, 15]);
@@ -265,18 +298,47 @@ mod tests {
         let mut x: Vec<f32> = (0..9).map(|v| v as f32).collect();
         let xv = f32v(&mut x, &[1, 3, 3]);
         // kernel 2 stride 1 pad 1, without counting padding
-        let win = Window { k: (2, 2), s: (2, 2), p: (1, 1), d: (1, 1) };
+        let win = Window {
+            k: (2, 2),
+            s: (2, 2),
+            p: (1, 1),
+            d: (1, 1),
+        };
         let mut o = vec![0f32; 4];
         let ov = f32v(&mut o, &[1, 2, 2]);
-        avg_pool(&ov, &xv, win, AvgOpts { count_include_pad: false, divisor: None });
+        avg_pool(
+            &ov,
+            &xv,
+            win,
+            AvgOpts {
+                count_include_pad: false,
+                divisor: None,
+            },
+        );
         assert_eq!(o, vec![0.0, 1.5, 4.5, 6.0]);
-        avg_pool(&ov, &xv, win, AvgOpts { count_include_pad: true, divisor: None });
+        avg_pool(
+            &ov,
+            &xv,
+            win,
+            AvgOpts {
+                count_include_pad: true,
+                divisor: None,
+            },
+        );
         assert_eq!(o, vec![0.0, 0.75, 2.25, 6.0]);
         let mut g = vec![4.0f32; 4];
         let gv = f32v(&mut g, &[1, 2, 2]);
         let mut gi = vec![0f32; 9];
         let giv = f32v(&mut gi, &[1, 3, 3]);
-        avg_pool_backward(&giv, &gv, win, AvgOpts { count_include_pad: true, divisor: None });
+        avg_pool_backward(
+            &giv,
+            &gv,
+            win,
+            AvgOpts {
+                count_include_pad: true,
+                divisor: None,
+            },
+        );
         // every input lies in exactly one window, each of divisor 4
         assert_eq!(gi, vec![1.0; 9]);
         let mut a = vec![0f32; 1];

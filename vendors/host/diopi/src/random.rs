@@ -19,7 +19,12 @@ pub fn philox(mut c: [u32; 4], mut k: [u32; 2]) -> [u32; 4] {
         }
         let p0 = (M0 as u64) * (c[0] as u64);
         let p1 = (M1 as u64) * (c[2] as u64);
-        c = [((p1 >> 32) as u32) ^ c[1] ^ k[0], p1 as u32, ((p0 >> 32) as u32) ^ c[3] ^ k[1], p0 as u32];
+        c = [
+            ((p1 >> 32) as u32) ^ c[1] ^ k[0],
+            p1 as u32,
+            ((p0 >> 32) as u32) ^ c[3] ^ k[1],
+            p0 as u32,
+        ];
     }
     c
 }
@@ -35,12 +40,24 @@ pub struct Stream {
 
 impl Stream {
     fn block(&self, b: u64) -> [u32; 4] {
-        philox([b as u32, (b >> 32) as u32, self.offset as u32, (self.offset >> 32) as u32], [self.seed as u32, (self.seed >> 32) as u32])
+        philox(
+            [
+                b as u32,
+                (b >> 32) as u32,
+                self.offset as u32,
+                (self.offset >> 32) as u32,
+            ],
+            [self.seed as u32, (self.seed >> 32) as u32],
+        )
     }
     /// Uniform in [0, 1) for element `i` (53 bits).
     pub fn uniform(&self, i: u64) -> f64 {
         let w = self.block(i / 2);
-        let (a, b) = if i % 2 == 0 { (w[0], w[1]) } else { (w[2], w[3]) };
+        let (a, b) = if i % 2 == 0 {
+            (w[0], w[1])
+        } else {
+            (w[2], w[3])
+        };
         (((a as u64) << 21) ^ (b as u64 >> 11)) as f64 * (1.0 / (1u64 << 53) as f64)
     }
     /// Standard normal for element `i` (Box-Muller).
@@ -59,7 +76,11 @@ impl Stream {
     /// A 64-bit word for element `i`.
     pub fn word(&self, i: u64) -> u64 {
         let w = self.block(i / 2);
-        let (a, b) = if i % 2 == 0 { (w[0], w[1]) } else { (w[2], w[3]) };
+        let (a, b) = if i % 2 == 0 {
+            (w[0], w[1])
+        } else {
+            (w[2], w[3])
+        };
         ((a as u64) << 32) | b as u64
     }
 }
@@ -81,7 +102,9 @@ pub fn uniform(out: &TView, from: f64, to: f64, s: Stream) {
 
 /// Fills `out` with normal values.
 pub fn normal(out: &TView, mean: f64, std: f64, s: Stream) {
-    let v: Vec<f64> = (0..out.numel() as u64).map(|i| mean + std * s.normal(i)).collect();
+    let v: Vec<f64> = (0..out.numel() as u64)
+        .map(|i| mean + std * s.normal(i))
+        .collect();
     write(out, &v);
 }
 
@@ -102,7 +125,9 @@ pub fn random(out: &TView, from: i64, to: Option<i64>, s: Stream) {
         _ => i64::MAX,
     });
     let range = (hi as i128 - from as i128).max(1) as u128;
-    let v: Vec<i64> = (0..out.numel() as u64).map(|i| (from as i128 + (s.word(i) as u128 % range) as i128) as i64).collect();
+    let v: Vec<i64> = (0..out.numel() as u64)
+        .map(|i| (from as i128 + (s.word(i) as u128 % range) as i128) as i64)
+        .collect();
     write(out, &v);
 }
 
@@ -139,13 +164,22 @@ mod tests {
     #[test]
     fn philox_known_answer() {
         // Random123's known-answer vectors for philox4x32-10.
-        assert_eq!(philox([0; 4], [0; 2]), [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]);
-        assert_eq!(philox([u32::MAX; 4], [u32::MAX; 2]), [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]);
+        assert_eq!(
+            philox([0; 4], [0; 2]),
+            [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]
+        );
+        assert_eq!(
+            philox([u32::MAX; 4], [u32::MAX; 2]),
+            [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
+        );
     }
 
     #[test]
     fn uniform_normal_dropout_statistics_and_repeatability() {
-        let s = Stream { seed: 42, offset: 8 };
+        let s = Stream {
+            seed: 42,
+            offset: 8,
+        };
         let mut a = vec![0f32; 4000];
         let av = f32v(&mut a, &[4000]);
         uniform(&av, -1.0, 3.0, s);
@@ -156,12 +190,23 @@ mod tests {
         let bv = f32v(&mut b, &[4000]);
         uniform(&bv, -1.0, 3.0, s);
         assert_eq!(a, b, "same seed and offset repeat");
-        uniform(&bv, -1.0, 3.0, Stream { seed: 42, offset: 12 });
+        uniform(
+            &bv,
+            -1.0,
+            3.0,
+            Stream {
+                seed: 42,
+                offset: 12,
+            },
+        );
         assert_ne!(a, b, "another offset differs");
         normal(&av, 2.0, 0.5, s);
         let m = a.iter().sum::<f32>() / 4000.0;
         let sd = (a.iter().map(|v| (v - m) * (v - m)).sum::<f32>() / 4000.0).sqrt();
-        assert!((m - 2.0).abs() < 0.05 && (sd - 0.5).abs() < 0.05, "{m} {sd}");
+        assert!(
+            (m - 2.0).abs() < 0.05 && (sd - 0.5).abs() < 0.05,
+            "{m} {sd}"
+        );
         let mut x = vec![1.0f32; 4000];
         let xv = f32v(&mut x, &[4000]);
         let mut mask = vec![0u8; 4000];
@@ -169,7 +214,11 @@ mod tests {
         dropout(&xv, Some(&mv), &xv, 0.25, true, s);
         let kept = mask.iter().filter(|&&m| m == 1).count() as f32 / 4000.0;
         assert!((kept - 0.75).abs() < 0.05);
-        assert!(x.iter().zip(&mask).all(|(&v, &m)| if m == 1 { (v - 4.0 / 3.0).abs() < 1e-6 } else { v == 0.0 }));
+        assert!(x.iter().zip(&mask).all(|(&v, &m)| if m == 1 {
+            (v - 4.0 / 3.0).abs() < 1e-6
+        } else {
+            v == 0.0
+        }));
         let mut r = vec![0i64; 1000];
         let rv = crate::view::testutil::view_of(&mut r, crate::types::dtype::I64, &[1000], &[1]);
         random(&rv, -3, Some(4), s);

@@ -18,15 +18,32 @@ pub fn split(shape: &[i64], dim: usize) -> (usize, usize, usize) {
 /// Strides that map each input element to its output slot when `reduced`
 /// dims collapse (0 stride on them).
 fn acc_strides(shape: &[i64], reduced: &[bool]) -> Vec<i64> {
-    let kept: Vec<i64> = shape.iter().zip(reduced).map(|(&s, &r)| if r { 1 } else { s }).collect();
+    let kept: Vec<i64> = shape
+        .iter()
+        .zip(reduced)
+        .map(|(&s, &r)| if r { 1 } else { s })
+        .collect();
     let cs = contiguous_strides(&kept);
-    cs.iter().zip(reduced).map(|(&s, &r)| if r { 0 } else { s }).collect()
+    cs.iter()
+        .zip(reduced)
+        .map(|(&s, &r)| if r { 0 } else { s })
+        .collect()
 }
 
 fn sum_typed<C: Num>(out: &TView, x: &TView, reduced: &[bool], mean: bool) {
     let xs = read::<C>(x);
-    let acc_n: usize = x.shape().iter().zip(reduced).map(|(&s, &r)| if r { 1 } else { s as usize }).product();
-    let count: usize = x.shape().iter().zip(reduced).map(|(&s, &r)| if r { s as usize } else { 1 }).product();
+    let acc_n: usize = x
+        .shape()
+        .iter()
+        .zip(reduced)
+        .map(|(&s, &r)| if r { 1 } else { s as usize })
+        .product();
+    let count: usize = x
+        .shape()
+        .iter()
+        .zip(reduced)
+        .map(|(&s, &r)| if r { s as usize } else { 1 })
+        .product();
     let mut acc = vec![C::default(); acc_n];
     let st = acc_strides(x.shape(), reduced);
     for_each_offset(x.shape(), &st, |i, off| {
@@ -191,11 +208,19 @@ pub fn softmax_backward(gi: &TView, go_: &TView, y: &TView, dim: usize, log: boo
                     let mut s = C::default();
                     for k in 0..len {
                         let j = base + k * inner;
-                        s = if log { s.add(gs[j]) } else { s.add(gs[j].mul(ys[j])) };
+                        s = if log {
+                            s.add(gs[j])
+                        } else {
+                            s.add(gs[j].mul(ys[j]))
+                        };
                     }
                     for k in 0..len {
                         let j = base + k * inner;
-                        o[j] = if log { gs[j].sub(ys[j].exp().mul(s)) } else { ys[j].mul(gs[j].sub(s)) };
+                        o[j] = if log {
+                            gs[j].sub(ys[j].exp().mul(s))
+                        } else {
+                            ys[j].mul(gs[j].sub(s))
+                        };
                     }
                 }
             }
@@ -302,7 +327,11 @@ mod tests {
                 p[j] += h;
                 q[j] -= h;
                 let num = (f(&p) - f(&q)) / (2.0 * h);
-                assert!((num - gi[j]).abs() < 2e-3, "log={log} j={j}: {num} vs {}", gi[j]);
+                assert!(
+                    (num - gi[j]).abs() < 2e-3,
+                    "log={log} j={j}: {num} vs {}",
+                    gi[j]
+                );
             }
         }
     }

@@ -19,8 +19,19 @@ extern "C" {
     fn diopiGetCurrentDeviceIndex(idx: *mut i8) -> i32;
     fn diopiGetStream(ctx: ContextHandle, stream: *mut StreamHandle) -> i32;
     fn diopiGetTensorDevice(th: ConstTensorHandle, device: *mut i32) -> i32;
-    fn diopiRequireTensor(ctx: ContextHandle, out: *mut TensorHandle, size: *const DiopiSize, stride: *const DiopiSize, dtype: i32, device: i32) -> i32;
-    fn diopiGeneratorGetSeedAndOffset(g: *const DiopiGenerator, seed: *mut u64, offset: *mut u64) -> i32;
+    fn diopiRequireTensor(
+        ctx: ContextHandle,
+        out: *mut TensorHandle,
+        size: *const DiopiSize,
+        stride: *const DiopiSize,
+        dtype: i32,
+        device: i32,
+    ) -> i32;
+    fn diopiGeneratorGetSeedAndOffset(
+        g: *const DiopiGenerator,
+        seed: *mut u64,
+        offset: *mut u64,
+    ) -> i32;
     fn diopiGeneratorSetSeedAndOffset(g: GeneratorHandle, seed: u64, offset: u64) -> i32;
     fn dipu_launch_host_func_raw(
         device: i32,
@@ -44,12 +55,21 @@ pub type R<T> = Result<T, Error>;
 
 /// A `diopiErrorOccurred` error.
 pub fn err(msg: impl Into<String>) -> Error {
-    Error { code: error::ERROR_OCCURRED, msg: msg.into() }
+    Error {
+        code: error::ERROR_OCCURRED,
+        msg: msg.into(),
+    }
 }
 
 /// A `diopiDtypeNotSupported` error.
 pub fn dtype_err(op: &str, what: &str, d: i32) -> Error {
-    Error { code: error::DTYPE_NOT_SUPPORTED, msg: format!("{op}: {what} has dtype {} which is not supported", dtype::name(d)) }
+    Error {
+        code: error::DTYPE_NOT_SUPPORTED,
+        msg: format!(
+            "{op}: {what} has dtype {} which is not supported",
+            dtype::name(d)
+        ),
+    }
 }
 
 thread_local! {
@@ -99,27 +119,47 @@ pub unsafe fn tensor(h: ConstTensorHandle, name: &str) -> R<TView> {
         return Err(err(format!("{name} is NULL")));
     }
     let mut data: *const c_void = std::ptr::null();
-    let mut shape = DiopiSize { data: std::ptr::null(), len: 0 };
-    let mut stride = DiopiSize { data: std::ptr::null(), len: 0 };
+    let mut shape = DiopiSize {
+        data: std::ptr::null(),
+        len: 0,
+    };
+    let mut stride = DiopiSize {
+        data: std::ptr::null(),
+        len: 0,
+    };
     let mut dt = 0i32;
     // SAFETY: h is a framework handle; out-pointers are valid locals.
     unsafe {
-        check(diopiGetTensorDataConst(h, &mut data), "diopiGetTensorDataConst")?;
+        check(
+            diopiGetTensorDataConst(h, &mut data),
+            "diopiGetTensorDataConst",
+        )?;
         check(diopiGetTensorShape(h, &mut shape), "diopiGetTensorShape")?;
         check(diopiGetTensorStride(h, &mut stride), "diopiGetTensorStride")?;
         check(diopiGetTensorDtype(h, &mut dt), "diopiGetTensorDtype")?;
     }
     let nd = shape.len.max(0) as usize;
     if nd > MAX_DIMS {
-        return Err(err(format!("{name} has {nd} dimensions; at most {MAX_DIMS} are supported")));
+        return Err(err(format!(
+            "{name} has {nd} dimensions; at most {MAX_DIMS} are supported"
+        )));
     }
     if stride.len != shape.len {
-        return Err(err(format!("{name}: {} strides for {} dimensions", stride.len, shape.len)));
+        return Err(err(format!(
+            "{name}: {} strides for {} dimensions",
+            stride.len, shape.len
+        )));
     }
     if dtype::size(dt).is_none() {
         return Err(dtype_err("", name, dt));
     }
-    let mut v = TView { ptr: data as *mut u8, dtype: dt, ndim: nd, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+    let mut v = TView {
+        ptr: data as *mut u8,
+        dtype: dt,
+        ndim: nd,
+        shape: [0; MAX_DIMS],
+        strides: [0; MAX_DIMS],
+    };
     if nd > 0 {
         // SAFETY: the runtime returned `nd` entries for each.
         unsafe {
@@ -196,17 +236,29 @@ pub unsafe fn target(ctx: ContextHandle, t: ConstTensorHandle) -> R<Target> {
     }
     let mut stream: StreamHandle = std::ptr::null_mut();
     // SAFETY: ctx is a framework context; out-pointer is a local.
-    check(unsafe { diopiGetStream(ctx, &mut stream) }, "diopiGetStream")?;
+    check(
+        unsafe { diopiGetStream(ctx, &mut stream) },
+        "diopiGetStream",
+    )?;
     let mut dev: i8 = -1;
     if !t.is_null() {
         // SAFETY: t is a framework tensor handle.
-        check(unsafe { diopiGetTensorDeviceIndex(t, &mut dev) }, "diopiGetTensorDeviceIndex")?;
+        check(
+            unsafe { diopiGetTensorDeviceIndex(t, &mut dev) },
+            "diopiGetTensorDeviceIndex",
+        )?;
     }
     if dev < 0 {
         // SAFETY: out-pointer is a local.
-        check(unsafe { diopiGetCurrentDeviceIndex(&mut dev) }, "diopiGetCurrentDeviceIndex")?;
+        check(
+            unsafe { diopiGetCurrentDeviceIndex(&mut dev) },
+            "diopiGetCurrentDeviceIndex",
+        )?;
     }
-    Ok(Target { stream, device: dev as i32 })
+    Ok(Target {
+        stream,
+        device: dev as i32,
+    })
 }
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -228,7 +280,9 @@ pub fn launch(t: Target, f: impl FnOnce() + Send + 'static) -> R<()> {
     if rc != 0 {
         // SAFETY: the runtime refused the job, so `user` is still ours.
         drop(unsafe { Box::from_raw(user as *mut Job) });
-        return Err(err(format!("dipu_launch_host_func_raw failed with status {rc}")));
+        return Err(err(format!(
+            "dipu_launch_host_func_raw failed with status {rc}"
+        )));
     }
     Ok(())
 }
@@ -245,8 +299,14 @@ pub unsafe fn philox_seed(g: GeneratorHandle, inc: u64) -> R<(u64, u64)> {
     let (mut seed, mut offset) = (0u64, 0u64);
     // SAFETY: g is a framework generator; out-pointers are locals.
     unsafe {
-        check(diopiGeneratorGetSeedAndOffset(g, &mut seed, &mut offset), "diopiGeneratorGetSeedAndOffset")?;
-        check(diopiGeneratorSetSeedAndOffset(g, seed, offset.wrapping_add(inc)), "diopiGeneratorSetSeedAndOffset")?;
+        check(
+            diopiGeneratorGetSeedAndOffset(g, &mut seed, &mut offset),
+            "diopiGeneratorGetSeedAndOffset",
+        )?;
+        check(
+            diopiGeneratorSetSeedAndOffset(g, seed, offset.wrapping_add(inc)),
+            "diopiGeneratorSetSeedAndOffset",
+        )?;
     }
     Ok((seed, offset))
 }
@@ -260,7 +320,10 @@ pub unsafe fn tensor_mut(h: TensorHandle, name: &str) -> R<TView> {
     let mut v = unsafe { tensor(h, name) }?;
     let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: h is a framework handle; out-pointer is a local.
-    check(unsafe { diopiGetTensorData(h, &mut p) }, "diopiGetTensorData")?;
+    check(
+        unsafe { diopiGetTensorData(h, &mut p) },
+        "diopiGetTensorData",
+    )?;
     v.ptr = p as *mut u8;
     Ok(v)
 }
@@ -270,14 +333,32 @@ pub unsafe fn tensor_mut(h: TensorHandle, name: &str) -> R<TView> {
 ///
 /// # Safety
 /// `ctx` and `like` are framework handles.
-pub unsafe fn require_tensor(ctx: ContextHandle, like: ConstTensorHandle, shape: &[i64], strides: &[i64], dt: i32) -> R<TensorHandle> {
+pub unsafe fn require_tensor(
+    ctx: ContextHandle,
+    like: ConstTensorHandle,
+    shape: &[i64],
+    strides: &[i64],
+    dt: i32,
+) -> R<TensorHandle> {
     let mut dev = DEVICE_DEVICE;
     // SAFETY: framework handle; out-pointer is a local.
-    check(unsafe { diopiGetTensorDevice(like, &mut dev) }, "diopiGetTensorDevice")?;
-    let size = DiopiSize { data: shape.as_ptr(), len: shape.len() as i64 };
-    let stride = DiopiSize { data: strides.as_ptr(), len: strides.len() as i64 };
+    check(
+        unsafe { diopiGetTensorDevice(like, &mut dev) },
+        "diopiGetTensorDevice",
+    )?;
+    let size = DiopiSize {
+        data: shape.as_ptr(),
+        len: shape.len() as i64,
+    };
+    let stride = DiopiSize {
+        data: strides.as_ptr(),
+        len: strides.len() as i64,
+    };
     let mut out: TensorHandle = std::ptr::null_mut();
     // SAFETY: the size/stride arrays live across the call.
-    check(unsafe { diopiRequireTensor(ctx, &mut out, &size, &stride, dt, dev) }, "diopiRequireTensor")?;
+    check(
+        unsafe { diopiRequireTensor(ctx, &mut out, &size, &stride, dt, dev) },
+        "diopiRequireTensor",
+    )?;
     Ok(out)
 }

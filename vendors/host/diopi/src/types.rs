@@ -240,9 +240,15 @@ mod tests {
 
     #[test]
     fn scalar_reads_member_by_stype() {
-        let f = DiopiScalar { stype: dtype::F64, value: ScalarValue { fval: 2.5 } };
+        let f = DiopiScalar {
+            stype: dtype::F64,
+            value: ScalarValue { fval: 2.5 },
+        };
         assert_eq!(f.get(), Scalar::Float(2.5));
-        let i = DiopiScalar { stype: dtype::I64, value: ScalarValue { ival: -3 } };
+        let i = DiopiScalar {
+            stype: dtype::I64,
+            value: ScalarValue { ival: -3 },
+        };
         assert_eq!(i.get(), Scalar::Int(-3));
         assert_eq!(i.get().f64(), -3.0);
     }

@@ -45,7 +45,13 @@ impl TView {
     /// A view of `shape`/`strides` at `ptr`. Panics beyond `MAX_DIMS` (callers check).
     pub fn new(ptr: *mut u8, dtype: i32, shape: &[i64], strides: &[i64]) -> TView {
         assert!(shape.len() <= MAX_DIMS && shape.len() == strides.len());
-        let mut v = TView { ptr, dtype, ndim: shape.len(), shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        let mut v = TView {
+            ptr,
+            dtype,
+            ndim: shape.len(),
+            shape: [0; MAX_DIMS],
+            strides: [0; MAX_DIMS],
+        };
         v.shape[..shape.len()].copy_from_slice(shape);
         v.strides[..shape.len()].copy_from_slice(strides);
         v
@@ -111,7 +117,10 @@ impl TView {
     }
     /// Whether two views address exactly the same elements in the same order.
     pub fn same_layout(&self, other: &TView) -> bool {
-        self.ptr == other.ptr && self.dtype == other.dtype && self.shape() == other.shape() && self.strides() == other.strides()
+        self.ptr == other.ptr
+            && self.dtype == other.dtype
+            && self.shape() == other.shape()
+            && self.strides() == other.strides()
     }
     /// Strides of this view broadcast to `shape` (numpy rules), or None if
     /// the shapes are incompatible.
@@ -122,7 +131,12 @@ impl TView {
             if self.shape[..extra].iter().any(|&s| s != 1) {
                 return None;
             }
-            let sub = TView::new(self.ptr, self.dtype, &self.shape[extra..self.ndim], &self.strides[extra..self.ndim]);
+            let sub = TView::new(
+                self.ptr,
+                self.dtype,
+                &self.shape[extra..self.ndim],
+                &self.strides[extra..self.ndim],
+            );
             return sub.broadcast_strides(shape);
         }
         let lead = shape.len() - self.ndim;
@@ -153,8 +167,16 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let x = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let y = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let x = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let y = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = if x == y || y == 1 {
             x
         } else if x == 1 {
@@ -261,13 +283,35 @@ impl Num for f32 {
         self as i64
     }
     const DTYPE: i32 = dtype::F32;
-    fn add(self, b: Self) -> Self { self + b }
-    fn sub(self, b: Self) -> Self { self - b }
-    fn mul(self, b: Self) -> Self { self * b }
-    fn div(self, b: Self) -> Self { self / b }
-    fn min_nan(self, b: Self) -> Self { if self.is_nan() || b.is_nan() { Self::NAN } else { self.min(b) } }
-    fn max_nan(self, b: Self) -> Self { if self.is_nan() || b.is_nan() { Self::NAN } else { self.max(b) } }
-    fn is_nan(self) -> bool { f32::is_nan(self) }
+    fn add(self, b: Self) -> Self {
+        self + b
+    }
+    fn sub(self, b: Self) -> Self {
+        self - b
+    }
+    fn mul(self, b: Self) -> Self {
+        self * b
+    }
+    fn div(self, b: Self) -> Self {
+        self / b
+    }
+    fn min_nan(self, b: Self) -> Self {
+        if self.is_nan() || b.is_nan() {
+            Self::NAN
+        } else {
+            self.min(b)
+        }
+    }
+    fn max_nan(self, b: Self) -> Self {
+        if self.is_nan() || b.is_nan() {
+            Self::NAN
+        } else {
+            self.max(b)
+        }
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
 }
 impl Num for f64 {
     fn from_f32(v: f32) -> Self {
@@ -289,13 +333,35 @@ impl Num for f64 {
         self as i64
     }
     const DTYPE: i32 = dtype::F64;
-    fn add(self, b: Self) -> Self { self + b }
-    fn sub(self, b: Self) -> Self { self - b }
-    fn mul(self, b: Self) -> Self { self * b }
-    fn div(self, b: Self) -> Self { self / b }
-    fn min_nan(self, b: Self) -> Self { if self.is_nan() || b.is_nan() { Self::NAN } else { self.min(b) } }
-    fn max_nan(self, b: Self) -> Self { if self.is_nan() || b.is_nan() { Self::NAN } else { self.max(b) } }
-    fn is_nan(self) -> bool { f64::is_nan(self) }
+    fn add(self, b: Self) -> Self {
+        self + b
+    }
+    fn sub(self, b: Self) -> Self {
+        self - b
+    }
+    fn mul(self, b: Self) -> Self {
+        self * b
+    }
+    fn div(self, b: Self) -> Self {
+        self / b
+    }
+    fn min_nan(self, b: Self) -> Self {
+        if self.is_nan() || b.is_nan() {
+            Self::NAN
+        } else {
+            self.min(b)
+        }
+    }
+    fn max_nan(self, b: Self) -> Self {
+        if self.is_nan() || b.is_nan() {
+            Self::NAN
+        } else {
+            self.max(b)
+        }
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
 }
 impl Num for i64 {
     fn from_f32(v: f32) -> Self {
@@ -317,13 +383,27 @@ impl Num for i64 {
         self
     }
     const DTYPE: i32 = dtype::I64;
-    fn add(self, b: Self) -> Self { self.wrapping_add(b) }
-    fn sub(self, b: Self) -> Self { self.wrapping_sub(b) }
-    fn mul(self, b: Self) -> Self { self.wrapping_mul(b) }
-    fn div(self, b: Self) -> Self { self.checked_div(b).unwrap_or(0) }
-    fn min_nan(self, b: Self) -> Self { self.min(b) }
-    fn max_nan(self, b: Self) -> Self { self.max(b) }
-    fn is_nan(self) -> bool { false }
+    fn add(self, b: Self) -> Self {
+        self.wrapping_add(b)
+    }
+    fn sub(self, b: Self) -> Self {
+        self.wrapping_sub(b)
+    }
+    fn mul(self, b: Self) -> Self {
+        self.wrapping_mul(b)
+    }
+    fn div(self, b: Self) -> Self {
+        self.checked_div(b).unwrap_or(0)
+    }
+    fn min_nan(self, b: Self) -> Self {
+        self.min(b)
+    }
+    fn max_nan(self, b: Self) -> Self {
+        self.max(b)
+    }
+    fn is_nan(self) -> bool {
+        false
+    }
 }
 
 /// A storage element type: loads into and stores from a compute type.
@@ -408,19 +488,58 @@ macro_rules! dispatch_elem {
     ($dt:expr, $E:ident => $body:expr, _ => $other:expr) => {{
         use $crate::types::dtype as __d;
         match $dt {
-            __d::F32 => { type $E = f32; $body }
-            __d::F64 => { type $E = f64; $body }
-            __d::F16 => { type $E = half::f16; $body }
-            __d::BF16 => { type $E = half::bf16; $body }
-            __d::I64 => { type $E = i64; $body }
-            __d::I32 => { type $E = i32; $body }
-            __d::I16 => { type $E = i16; $body }
-            __d::I8 => { type $E = i8; $body }
-            __d::U8 => { type $E = u8; $body }
-            __d::U16 => { type $E = u16; $body }
-            __d::U32 => { type $E = u32; $body }
-            __d::U64 => { type $E = u64; $body }
-            __d::BOOL => { type $E = $crate::view::Bool8; $body }
+            __d::F32 => {
+                type $E = f32;
+                $body
+            }
+            __d::F64 => {
+                type $E = f64;
+                $body
+            }
+            __d::F16 => {
+                type $E = half::f16;
+                $body
+            }
+            __d::BF16 => {
+                type $E = half::bf16;
+                $body
+            }
+            __d::I64 => {
+                type $E = i64;
+                $body
+            }
+            __d::I32 => {
+                type $E = i32;
+                $body
+            }
+            __d::I16 => {
+                type $E = i16;
+                $body
+            }
+            __d::I8 => {
+                type $E = i8;
+                $body
+            }
+            __d::U8 => {
+                type $E = u8;
+                $body
+            }
+            __d::U16 => {
+                type $E = u16;
+                $body
+            }
+            __d::U32 => {
+                type $E = u32;
+                $body
+            }
+            __d::U64 => {
+                type $E = u64;
+                $body
+            }
+            __d::BOOL => {
+                type $E = $crate::view::Bool8;
+                $body
+            }
             _ => $other,
         }
     }};
@@ -444,8 +563,12 @@ pub fn read_bcast<'a, C: Num>(v: &'a TView, shape: &[i64]) -> Cow<'a, [C]> {
         // SAFETY: contiguous elements of type C, `numel` of them.
         return Cow::Borrowed(unsafe { std::slice::from_raw_parts(v.ptr as *const C, v.numel()) });
     }
-    let strides = v.broadcast_strides(shape).expect("shapes checked before launch");
-    Cow::Owned(dispatch_elem!(v.dtype, E => gather_typed::<E, C>(v, shape, &strides), _ => vec![C::default(); shape.iter().product::<i64>() as usize]))
+    let strides = v
+        .broadcast_strides(shape)
+        .expect("shapes checked before launch");
+    Cow::Owned(
+        dispatch_elem!(v.dtype, E => gather_typed::<E, C>(v, shape, &strides), _ => vec![C::default(); shape.iter().product::<i64>() as usize]),
+    )
 }
 
 /// The elements of `v` in row-major order as `C`.
@@ -481,7 +604,11 @@ pub fn write<C: Num>(v: &TView, data: &[C]) {
 /// Copies `src` into `dst` element by element (broadcasting src, any
 /// dtypes), staging through a buffer when the two overlap.
 pub fn copy(dst: &TView, src: &TView) {
-    if src.dtype == dst.dtype && src.shape() == dst.shape() && src.is_contiguous() && dst.is_contiguous() {
+    if src.dtype == dst.dtype
+        && src.shape() == dst.shape()
+        && src.is_contiguous()
+        && dst.is_contiguous()
+    {
         let bytes = dst.numel() * dst.elem_size();
         // SAFETY: both ranges are `bytes` long and valid; `copy` allows overlap.
         unsafe { std::ptr::copy(src.ptr as *const u8, dst.ptr, bytes) };
@@ -541,7 +668,10 @@ pub(crate) mod testutil {
     pub(crate) fn close(a: &[f32], b: &[f32], tol: f32) {
         assert_eq!(a.len(), b.len(), "lengths differ");
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!((x - y).abs() <= tol * (1.0 + y.abs()), "element {i}: {x} vs {y}");
+            assert!(
+                (x - y).abs() <= tol * (1.0 + y.abs()),
+                "element {i}: {x} vs {y}"
+            );
         }
     }
 }
@@ -599,7 +729,12 @@ mod tests {
         let mut m = vec![1.0f32, 2.0, 3.0, 4.0];
         let src = TView::new(m.as_mut_ptr() as *mut u8, dtype::F32, &[3], &[1]);
         // SAFETY: test pointer arithmetic inside the vector.
-        let dst = TView::new(unsafe { m.as_mut_ptr().add(1) } as *mut u8, dtype::F32, &[3], &[1]);
+        let dst = TView::new(
+            unsafe { m.as_mut_ptr().add(1) } as *mut u8,
+            dtype::F32,
+            &[3],
+            &[1],
+        );
         copy(&dst, &src);
         assert_eq!(m, vec![1.0, 1.0, 2.0, 3.0]);
         // int64 -> bool cast through a strided view

@@ -20,16 +20,37 @@ macro_rules! entry {
 }
 pub(crate) use entry;
 
-unsafe fn sum_like(ctx: ContextHandle, oh: TensorHandle, ih: ConstTensorHandle, dim: DiopiSize, mean: bool) -> R<()> {
+unsafe fn sum_like(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    ih: ConstTensorHandle,
+    dim: DiopiSize,
+    mean: bool,
+) -> R<()> {
     // SAFETY: framework handles and a borrowed list.
-    let (o, x, dims) = unsafe { (rt::tensor_mut(oh, "out")?, rt::tensor(ih, "input")?, rt::size(dim)) };
+    let (o, x, dims) = unsafe {
+        (
+            rt::tensor_mut(oh, "out")?,
+            rt::tensor(ih, "input")?,
+            rt::size(dim),
+        )
+    };
     let mut red = vec![dims.is_empty(); x.ndim];
     for d in dims {
         red[norm_dim(d, x.ndim, "dim")?.min(x.ndim.saturating_sub(1))] = true;
     }
-    let kept: i64 = x.shape().iter().zip(&red).map(|(&s, &r)| if r { 1 } else { s }).product();
+    let kept: i64 = x
+        .shape()
+        .iter()
+        .zip(&red)
+        .map(|(&s, &r)| if r { 1 } else { s })
+        .product();
     if o.numel() as i64 != kept {
-        return Err(err(format!("out has {} elements; reducing {:?} over the given dims leaves {kept}", o.numel(), x.shape())));
+        return Err(err(format!(
+            "out has {} elements; reducing {:?} over the given dims leaves {kept}",
+            o.numel(),
+            x.shape()
+        )));
     }
     if mean {
         check_float(&o, "out")?;
@@ -41,9 +62,22 @@ unsafe fn sum_like(ctx: ContextHandle, oh: TensorHandle, ih: ConstTensorHandle, 
 entry!(diopiSum(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, dim: DiopiSize) { sum_like(ctx, out, input, dim, false) });
 entry!(diopiMean(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, dim: DiopiSize) { sum_like(ctx, out, input, dim, true) });
 
-unsafe fn max_like(ctx: ContextHandle, vh: TensorHandle, ih: TensorHandle, xh: ConstTensorHandle, dim: i64, is_max: bool) -> R<()> {
+unsafe fn max_like(
+    ctx: ContextHandle,
+    vh: TensorHandle,
+    ih: TensorHandle,
+    xh: ConstTensorHandle,
+    dim: i64,
+    is_max: bool,
+) -> R<()> {
     // SAFETY: framework handles.
-    let (v, i, x) = unsafe { (rt::opt_tensor(vh, "values")?, rt::opt_tensor(ih, "indices")?, rt::tensor(xh, "input")?) };
+    let (v, i, x) = unsafe {
+        (
+            rt::opt_tensor(vh, "values")?,
+            rt::opt_tensor(ih, "indices")?,
+            rt::tensor(xh, "input")?,
+        )
+    };
     let d = norm_dim(dim, x.ndim, "dim")?;
     if x.numel() == 0 {
         return Err(err("cannot reduce an empty tensor"));
@@ -51,19 +85,36 @@ unsafe fn max_like(ctx: ContextHandle, vh: TensorHandle, ih: TensorHandle, xh: C
     let len = if x.ndim == 0 { 1 } else { x.shape[d] as usize };
     for t in [&v, &i].into_iter().flatten() {
         if t.numel() != x.numel() / len {
-            return Err(err(format!("an output has {} elements, expected {}", t.numel(), x.numel() / len)));
+            return Err(err(format!(
+                "an output has {} elements, expected {}",
+                t.numel(),
+                x.numel() / len
+            )));
         }
     }
     let dd = if x.ndim == 0 { 0 } else { d };
-    let x = if x.ndim == 0 { TView::new(x.ptr, x.dtype, &[1], &[1]) } else { x };
+    let x = if x.ndim == 0 {
+        TView::new(x.ptr, x.dtype, &[1], &[1])
+    } else {
+        x
+    };
     // SAFETY: framework handles.
-    unsafe { go(ctx, vh, move || reduce::max_dim(v.as_ref(), i.as_ref(), &x, dd, is_max)) }
+    unsafe {
+        go(ctx, vh, move || {
+            reduce::max_dim(v.as_ref(), i.as_ref(), &x, dd, is_max)
+        })
+    }
 }
 
 entry!(diopiMax(ctx: ContextHandle, max: TensorHandle, max_indices: TensorHandle, input: ConstTensorHandle, dim: i64) { max_like(ctx, max, max_indices, input, dim, true) });
 entry!(diopiMin(ctx: ContextHandle, min: TensorHandle, min_indices: TensorHandle, input: ConstTensorHandle, dim: i64) { max_like(ctx, min, min_indices, input, dim, false) });
 
-unsafe fn all_like(ctx: ContextHandle, oh: TensorHandle, xh: ConstTensorHandle, is_max: bool) -> R<()> {
+unsafe fn all_like(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    xh: ConstTensorHandle,
+    is_max: bool,
+) -> R<()> {
     // SAFETY: framework handles.
     let (o, x) = unsafe { (rt::tensor_mut(oh, "out")?, rt::tensor(xh, "input")?) };
     if x.numel() == 0 {
@@ -95,13 +146,27 @@ entry!(diopiArgmax(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHand
     go(ctx, out, move || reduce::argmax(&o, &x, d))
 });
 
-unsafe fn softmax_like(ctx: ContextHandle, oh: TensorHandle, xh: ConstTensorHandle, dim: i64, log: bool) -> R<()> {
+unsafe fn softmax_like(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    xh: ConstTensorHandle,
+    dim: i64,
+    log: bool,
+) -> R<()> {
     // SAFETY: framework handles.
     let (o, x) = unsafe { (rt::tensor_mut(oh, "out")?, rt::tensor(xh, "input")?) };
     check_float(&o, "out")?;
     check_shape(&o, x.shape(), "out")?;
     let d = norm_dim(dim, x.ndim, "dim")?;
-    let (o, x, d) = if x.ndim == 0 { (TView::new(o.ptr, o.dtype, &[1], &[1]), TView::new(x.ptr, x.dtype, &[1], &[1]), 0) } else { (o, x, d) };
+    let (o, x, d) = if x.ndim == 0 {
+        (
+            TView::new(o.ptr, o.dtype, &[1], &[1]),
+            TView::new(x.ptr, x.dtype, &[1], &[1]),
+            0,
+        )
+    } else {
+        (o, x, d)
+    };
     // SAFETY: framework handles.
     unsafe { go(ctx, oh, move || reduce::softmax(&o, &x, d, log)) }
 }
@@ -109,17 +174,40 @@ unsafe fn softmax_like(ctx: ContextHandle, oh: TensorHandle, xh: ConstTensorHand
 entry!(diopiSoftmax(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, dim: i64) { softmax_like(ctx, out, input, dim, false) });
 entry!(diopiLogSoftmax(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, dim: i64) { softmax_like(ctx, out, input, dim, true) });
 
-unsafe fn softmax_back(ctx: ContextHandle, gh: TensorHandle, goh: ConstTensorHandle, yh: ConstTensorHandle, dim: i64, log: bool) -> R<()> {
+unsafe fn softmax_back(
+    ctx: ContextHandle,
+    gh: TensorHandle,
+    goh: ConstTensorHandle,
+    yh: ConstTensorHandle,
+    dim: i64,
+    log: bool,
+) -> R<()> {
     // SAFETY: framework handles.
-    let (gi, g, y) = unsafe { (rt::tensor_mut(gh, "grad_input")?, rt::tensor(goh, "grad_output")?, rt::tensor(yh, "output")?) };
+    let (gi, g, y) = unsafe {
+        (
+            rt::tensor_mut(gh, "grad_input")?,
+            rt::tensor(goh, "grad_output")?,
+            rt::tensor(yh, "output")?,
+        )
+    };
     check_float(&gi, "grad_input")?;
     check_shape(&gi, y.shape(), "grad_input")?;
     check_shape(&g, y.shape(), "grad_output")?;
     let d = norm_dim(dim, y.ndim, "dim")?;
-    let one = |v: TView| if v.ndim == 0 { TView::new(v.ptr, v.dtype, &[1], &[1]) } else { v };
+    let one = |v: TView| {
+        if v.ndim == 0 {
+            TView::new(v.ptr, v.dtype, &[1], &[1])
+        } else {
+            v
+        }
+    };
     let (gi, g, y) = (one(gi), one(g), one(y));
     // SAFETY: framework handles.
-    unsafe { go(ctx, gh, move || reduce::softmax_backward(&gi, &g, &y, d, log)) }
+    unsafe {
+        go(ctx, gh, move || {
+            reduce::softmax_backward(&gi, &g, &y, d, log)
+        })
+    }
 }
 
 entry!(diopiSoftmaxBackward(ctx: ContextHandle, grad_input: TensorHandle, grad_output: ConstTensorHandle, output: ConstTensorHandle, dim: i64) { softmax_back(ctx, grad_input, grad_output, output, dim, false) });
@@ -128,17 +216,28 @@ entry!(diopiLogSoftmaxBackward(ctx: ContextHandle, grad_input: TensorHandle, gra
 fn check_mm(o: &TView, a: &TView, b: &TView, nd: usize) -> R<()> {
     for (t, n) in [(o, "out"), (a, "input"), (b, "mat2")] {
         if t.ndim != nd {
-            return Err(err(format!("{n} must have {nd} dimensions, not {}", t.ndim)));
+            return Err(err(format!(
+                "{n} must have {nd} dimensions, not {}",
+                t.ndim
+            )));
         }
         check_float(t, n)?;
     }
     let (m, k, n) = (a.shape[nd - 2], a.shape[nd - 1], b.shape[nd - 1]);
     if b.shape[nd - 2] != k {
-        return Err(err(format!("cannot multiply {:?} by {:?}", a.shape(), b.shape())));
+        return Err(err(format!(
+            "cannot multiply {:?} by {:?}",
+            a.shape(),
+            b.shape()
+        )));
     }
     let mut want = a.shape()[..nd - 2].to_vec();
     if nd == 3 && b.shape[0] != a.shape[0] {
-        return Err(err(format!("batch sizes differ: {:?} and {:?}", a.shape(), b.shape())));
+        return Err(err(format!(
+            "batch sizes differ: {:?} and {:?}",
+            a.shape(),
+            b.shape()
+        )));
     }
     want.extend([m, n]);
     check_shape(o, &want, "out")

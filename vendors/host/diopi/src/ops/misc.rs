@@ -64,7 +64,9 @@ unsafe fn tensor_list(ts: *const ConstTensorHandle, n: i64) -> R<Vec<TView>> {
         return Err(err("bad tensor list"));
     }
     // SAFETY: n handles at ts, from the caller.
-    (0..n as usize).map(|k| unsafe { rt::tensor(*ts.add(k), "tensors[k]") }).collect()
+    (0..n as usize)
+        .map(|k| unsafe { rt::tensor(*ts.add(k), "tensors[k]") })
+        .collect()
 }
 
 entry!(diopiCat(ctx: ContextHandle, out: TensorHandle, tensors: *const ConstTensorHandle, num_inputs: i64, dim: i64) {
@@ -129,7 +131,13 @@ entry!(diopiPermute(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHan
     go(ctx, out, move || view::copy(&o, &p))
 });
 
-unsafe fn tri_entry(ctx: ContextHandle, oh: TensorHandle, xh: ConstTensorHandle, diagonal: i64, upper: bool) -> R<()> {
+unsafe fn tri_entry(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    xh: ConstTensorHandle,
+    diagonal: i64,
+    upper: bool,
+) -> R<()> {
     // SAFETY: framework handles.
     let (o, x) = unsafe { (rt::tensor_mut(oh, "out")?, rt::tensor(xh, "input")?) };
     if x.ndim < 2 {
@@ -271,10 +279,34 @@ entry!(diopiSgd(ctx: ContextHandle, param: TensorHandle, grad: TensorHandle, buf
 });
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn adam_entry(ctx: ContextHandle, ph: TensorHandle, gh: ConstTensorHandle, m1h: TensorHandle, m2h: TensorHandle, mxh: TensorHandle, o: AdamOpts) -> R<()> {
+unsafe fn adam_entry(
+    ctx: ContextHandle,
+    ph: TensorHandle,
+    gh: ConstTensorHandle,
+    m1h: TensorHandle,
+    m2h: TensorHandle,
+    mxh: TensorHandle,
+    o: AdamOpts,
+) -> R<()> {
     // SAFETY: framework handles.
-    let (p, g, m1, m2, mx) = unsafe { (rt::tensor_mut(ph, "param")?, rt::tensor(gh, "grad")?, rt::tensor_mut(m1h, "exp_avg")?, rt::tensor_mut(m2h, "exp_avg_sq")?, rt::opt_tensor(mxh, "max_exp_avg_sq")?) };
-    same_shape(&[(&p, "param"), (&g, "grad"), (&m1, "exp_avg"), (&m2, "exp_avg_sq")], p.shape())?;
+    let (p, g, m1, m2, mx) = unsafe {
+        (
+            rt::tensor_mut(ph, "param")?,
+            rt::tensor(gh, "grad")?,
+            rt::tensor_mut(m1h, "exp_avg")?,
+            rt::tensor_mut(m2h, "exp_avg_sq")?,
+            rt::opt_tensor(mxh, "max_exp_avg_sq")?,
+        )
+    };
+    same_shape(
+        &[
+            (&p, "param"),
+            (&g, "grad"),
+            (&m1, "exp_avg"),
+            (&m2, "exp_avg_sq"),
+        ],
+        p.shape(),
+    )?;
     if o.amsgrad {
         match &mx {
             Some(t) => same_shape(&[(t, "max_exp_avg_sq")], p.shape())?,
@@ -285,7 +317,11 @@ unsafe fn adam_entry(ctx: ContextHandle, ph: TensorHandle, gh: ConstTensorHandle
         return Err(err("step must be 1 or more"));
     }
     // SAFETY: framework handles.
-    unsafe { go(ctx, ph, move || optim::adam(&p, &g, &m1, &m2, mx.as_ref(), o)) }
+    unsafe {
+        go(ctx, ph, move || {
+            optim::adam(&p, &g, &m1, &m2, mx.as_ref(), o)
+        })
+    }
 }
 
 entry!(diopiAdam(ctx: ContextHandle, param: TensorHandle, grad: ConstTensorHandle, exp_avg: TensorHandle, exp_avg_sq: TensorHandle, max_exp_avg_sq: TensorHandle, lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, step: i64, amsgrad: bool) {

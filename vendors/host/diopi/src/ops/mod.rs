@@ -34,7 +34,11 @@ use crate::view::TView;
 ///
 /// # Safety
 /// `ctx` and `dev_of` are framework handles.
-pub(crate) unsafe fn go(ctx: ContextHandle, dev_of: ConstTensorHandle, f: impl FnOnce() + Send + 'static) -> R<()> {
+pub(crate) unsafe fn go(
+    ctx: ContextHandle,
+    dev_of: ConstTensorHandle,
+    f: impl FnOnce() + Send + 'static,
+) -> R<()> {
     // SAFETY: forwarded from the caller.
     let t = unsafe { rt::target(ctx, dev_of) }?;
     rt::launch(t, f)
@@ -43,7 +47,11 @@ pub(crate) unsafe fn go(ctx: ContextHandle, dev_of: ConstTensorHandle, f: impl F
 /// Error unless `x` broadcasts to `out`'s shape.
 pub(crate) fn check_bcast(out: &TView, x: &TView, name: &str) -> R<()> {
     if x.broadcast_strides(out.shape()).is_none() {
-        return Err(err(format!("{name} of shape {:?} does not broadcast to the output's shape {:?}", x.shape(), out.shape())));
+        return Err(err(format!(
+            "{name} of shape {:?} does not broadcast to the output's shape {:?}",
+            x.shape(),
+            out.shape()
+        )));
     }
     Ok(())
 }
@@ -53,7 +61,10 @@ pub(crate) fn check_float(t: &TView, name: &str) -> R<()> {
     if !dtype::is_float(t.dtype) {
         return Err(Error {
             code: crate::types::error::DTYPE_NOT_SUPPORTED,
-            msg: format!("{name} has dtype {}; a floating dtype is required", dtype::name(t.dtype)),
+            msg: format!(
+                "{name} has dtype {}; a floating dtype is required",
+                dtype::name(t.dtype)
+            ),
         });
     }
     Ok(())
@@ -61,11 +72,15 @@ pub(crate) fn check_float(t: &TView, name: &str) -> R<()> {
 
 /// Error unless `t` is f32 or f64 (or, with `half`, f16/bf16).
 pub(crate) fn check_f32_f64(t: &TView, name: &str, half: bool) -> R<()> {
-    let ok = matches!(t.dtype, dtype::F32 | dtype::F64) || (half && matches!(t.dtype, dtype::F16 | dtype::BF16));
+    let ok = matches!(t.dtype, dtype::F32 | dtype::F64)
+        || (half && matches!(t.dtype, dtype::F16 | dtype::BF16));
     if !ok {
         return Err(Error {
             code: crate::types::error::DTYPE_NOT_SUPPORTED,
-            msg: format!("{name} has dtype {}, not supported by this op", dtype::name(t.dtype)),
+            msg: format!(
+                "{name} has dtype {}, not supported by this op",
+                dtype::name(t.dtype)
+            ),
         });
     }
     Ok(())
@@ -74,17 +89,27 @@ pub(crate) fn check_f32_f64(t: &TView, name: &str, half: bool) -> R<()> {
 /// Error unless `t` has exactly `shape`.
 pub(crate) fn check_shape(t: &TView, shape: &[i64], name: &str) -> R<()> {
     if t.shape() != shape {
-        return Err(err(format!("{name} has shape {:?}, expected {:?}", t.shape(), shape)));
+        return Err(err(format!(
+            "{name} has shape {:?}, expected {:?}",
+            t.shape(),
+            shape
+        )));
     }
     Ok(())
 }
 
 /// Error unless `t` has an integer dtype (index tensors).
 pub(crate) fn check_index(t: &TView, name: &str) -> R<()> {
-    if !matches!(t.dtype, dtype::I64 | dtype::I32 | dtype::I16 | dtype::I8 | dtype::U8) {
+    if !matches!(
+        t.dtype,
+        dtype::I64 | dtype::I32 | dtype::I16 | dtype::I8 | dtype::U8
+    ) {
         return Err(Error {
             code: crate::types::error::DTYPE_NOT_SUPPORTED,
-            msg: format!("{name} has dtype {}; an integer dtype is required", dtype::name(t.dtype)),
+            msg: format!(
+                "{name} has dtype {}; an integer dtype is required",
+                dtype::name(t.dtype)
+            ),
         });
     }
     Ok(())
@@ -95,7 +120,9 @@ pub(crate) fn norm_dim(d: i64, ndim: usize, name: &str) -> R<usize> {
     let n = ndim.max(1) as i64;
     let r = if d < 0 { d + n } else { d };
     if r < 0 || r >= n {
-        return Err(err(format!("{name} {d} is out of range for a tensor of {ndim} dimensions")));
+        return Err(err(format!(
+            "{name} {d} is out of range for a tensor of {ndim} dimensions"
+        )));
     }
     Ok(r as usize)
 }

@@ -17,7 +17,10 @@ fn pair(v: &[i64], name: &str, default: (i64, i64)) -> R<(i64, i64)> {
         [] => Ok(default),
         [a] => Ok((*a, *a)),
         [a, b] => Ok((*a, *b)),
-        _ => Err(err(format!("{name} must have 1 or 2 entries, not {}", v.len()))),
+        _ => Err(err(format!(
+            "{name} must have 1 or 2 entries, not {}",
+            v.len()
+        ))),
     }
 }
 
@@ -31,17 +34,38 @@ fn batched(v: TView) -> TView {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn conv_geom(x: &TView, w: &TView, stride: &[i64], padding: &[i64], dilation: &[i64], groups: i64) -> R<Geom> {
+fn conv_geom(
+    x: &TView,
+    w: &TView,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    groups: i64,
+) -> R<Geom> {
     if x.ndim != 4 || w.ndim != 4 {
-        return Err(err(format!("conv2d needs 4-D input and weight, got {:?} and {:?}", x.shape(), w.shape())));
+        return Err(err(format!(
+            "conv2d needs 4-D input and weight, got {:?} and {:?}",
+            x.shape(),
+            w.shape()
+        )));
     }
-    let (s, p, d) = (pair(stride, "stride", (1, 1))?, pair(padding, "padding", (0, 0))?, pair(dilation, "dilation", (1, 1))?);
+    let (s, p, d) = (
+        pair(stride, "stride", (1, 1))?,
+        pair(padding, "padding", (0, 0))?,
+        pair(dilation, "dilation", (1, 1))?,
+    );
     if groups < 1 || s.0 < 1 || s.1 < 1 || d.0 < 1 || d.1 < 1 || p.0 < 0 || p.1 < 0 {
-        return Err(err("stride, dilation and groups must be positive and padding non-negative"));
+        return Err(err(
+            "stride, dilation and groups must be positive and padding non-negative",
+        ));
     }
     let (c, o) = (x.shape[1], w.shape[0]);
     if c != w.shape[1] * groups || o % groups != 0 {
-        return Err(err(format!("input {:?} and weight {:?} do not fit groups {groups}", x.shape(), w.shape())));
+        return Err(err(format!(
+            "input {:?} and weight {:?} do not fit groups {groups}",
+            x.shape(),
+            w.shape()
+        )));
     }
     let oh = Geom::out_len(x.shape[2], w.shape[2], s.0, p.0, d.0);
     let ow = Geom::out_len(x.shape[3], w.shape[3], s.1, p.1, d.1);
@@ -100,7 +124,10 @@ entry!(diopiConvolution2dBackward(ctx: ContextHandle, grad_input: TensorHandle, 
 
 fn check_channels(t: &Option<TView>, c: i64, name: &str) -> R<()> {
     match t {
-        Some(t) if t.numel() as i64 != c => Err(err(format!("{name} has {} elements, expected {c}", t.numel()))),
+        Some(t) if t.numel() as i64 != c => Err(err(format!(
+            "{name} has {} elements, expected {c}",
+            t.numel()
+        ))),
         _ => Ok(()),
     }
 }
@@ -149,7 +176,10 @@ entry!(diopiBatchNormBackward(ctx: ContextHandle, grad_input: TensorHandle, grad
 
 fn norm_len(x: &TView, ns: &[i64]) -> R<usize> {
     if ns.len() > x.ndim || x.shape()[x.ndim - ns.len()..] != *ns {
-        return Err(err(format!("normalized_shape {ns:?} does not end input's shape {:?}", x.shape())));
+        return Err(err(format!(
+            "normalized_shape {ns:?} does not end input's shape {:?}",
+            x.shape()
+        )));
     }
     Ok(ns.iter().product::<i64>() as usize)
 }
@@ -192,7 +222,9 @@ fn window(k: &[i64], s: &[i64], p: &[i64], d: &[i64]) -> R<Window> {
     let p = pair(p, "padding", (0, 0))?;
     let d = pair(d, "dilation", (1, 1))?;
     if k.0 < 1 || k.1 < 1 || s.0 < 1 || s.1 < 1 || d.0 < 1 || d.1 < 1 || p.0 < 0 || p.1 < 0 {
-        return Err(err("kernel_size, stride and dilation must be positive, padding non-negative"));
+        return Err(err(
+            "kernel_size, stride and dilation must be positive, padding non-negative",
+        ));
     }
     if p.0 * 2 > k.0 || p.1 * 2 > k.1 {
         return Err(err("padding must be at most half the kernel size"));
@@ -202,7 +234,10 @@ fn window(k: &[i64], s: &[i64], p: &[i64], d: &[i64]) -> R<Window> {
 
 fn pool_shape(x: &TView, win: Window, ceil: bool) -> R<Vec<i64>> {
     if x.ndim != 3 && x.ndim != 4 {
-        return Err(err(format!("pooling needs a 3-D or 4-D input, got {:?}", x.shape())));
+        return Err(err(format!(
+            "pooling needs a 3-D or 4-D input, got {:?}",
+            x.shape()
+        )));
     }
     let nd = x.ndim;
     let oh = pool::pool_out_len(x.shape[nd - 2], win.k.0, win.s.0, win.p.0, win.d.0, ceil);
@@ -215,9 +250,26 @@ fn pool_shape(x: &TView, win: Window, ceil: bool) -> R<Vec<i64>> {
     Ok(s)
 }
 
-unsafe fn max_pool_entry(ctx: ContextHandle, oh: TensorHandle, ih: TensorHandle, xh: ConstTensorHandle, k: DiopiSize, s: DiopiSize, p: DiopiSize, d: DiopiSize, ceil: bool) -> R<()> {
+unsafe fn max_pool_entry(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    ih: TensorHandle,
+    xh: ConstTensorHandle,
+    k: DiopiSize,
+    s: DiopiSize,
+    p: DiopiSize,
+    d: DiopiSize,
+    ceil: bool,
+) -> R<()> {
     // SAFETY: framework handles and borrowed lists.
-    let (o, i, x, win) = unsafe { (rt::tensor_mut(oh, "out")?, rt::opt_tensor(ih, "indices")?, rt::tensor(xh, "input")?, window(&rt::size(k), &rt::size(s), &rt::size(p), &rt::size(d))?) };
+    let (o, i, x, win) = unsafe {
+        (
+            rt::tensor_mut(oh, "out")?,
+            rt::opt_tensor(ih, "indices")?,
+            rt::tensor(xh, "input")?,
+            window(&rt::size(k), &rt::size(s), &rt::size(p), &rt::size(d))?,
+        )
+    };
     check_float(&o, "out")?;
     check_shape(&o, &pool_shape(&x, win, ceil)?, "out")?;
     if let Some(t) = &i {
@@ -252,7 +304,10 @@ fn avg_opts(count_include_pad: bool, divisor: *const i64) -> R<AvgOpts> {
     if divisor == Some(0) {
         return Err(err("divisor_override must not be 0"));
     }
-    Ok(AvgOpts { count_include_pad, divisor })
+    Ok(AvgOpts {
+        count_include_pad,
+        divisor,
+    })
 }
 
 entry!(diopiAvgPool2d(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, kernel_size: DiopiSize, stride: DiopiSize, padding: DiopiSize, ceil_mode: bool, count_include_pad: bool, divisor_override: *const i64) {
@@ -296,7 +351,14 @@ entry!(diopiAdaptiveAvgPool2dBackward(ctx: ContextHandle, grad_input: TensorHand
     go(ctx, grad_input, move || pool::adaptive_avg_pool_backward(&gi, &g))
 });
 
-fn loss_check(x: &TView, t: &TView, w: &Option<TView>, red: i32, smoothing: f64, probs_ok: bool) -> R<LossOpts> {
+fn loss_check(
+    x: &TView,
+    t: &TView,
+    w: &Option<TView>,
+    red: i32,
+    smoothing: f64,
+    probs_ok: bool,
+) -> R<LossOpts> {
     if x.ndim < 1 {
         return Err(err("input must have 1 or more dims"));
     }
@@ -319,7 +381,11 @@ fn loss_check(x: &TView, t: &TView, w: &Option<TView>, red: i32, smoothing: f64,
     if !(0.0..=1.0).contains(&smoothing) {
         return Err(err("label_smoothing must be in [0, 1]"));
     }
-    Ok(LossOpts { reduction: red, ignore_index: 0, smoothing })
+    Ok(LossOpts {
+        reduction: red,
+        ignore_index: 0,
+        smoothing,
+    })
 }
 
 fn loss_out_shape(x: &TView, red: i32) -> Vec<i64> {
@@ -332,20 +398,44 @@ fn loss_out_shape(x: &TView, red: i32) -> Vec<i64> {
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn loss_entry(ctx: ContextHandle, oh: TensorHandle, goh: ConstTensorHandle, xh: ConstTensorHandle, th: ConstTensorHandle, wh: ConstTensorHandle, red: i32, ignore: i64, smoothing: f64, ce: bool) -> R<()> {
+unsafe fn loss_entry(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    goh: ConstTensorHandle,
+    xh: ConstTensorHandle,
+    th: ConstTensorHandle,
+    wh: ConstTensorHandle,
+    red: i32,
+    ignore: i64,
+    smoothing: f64,
+    ce: bool,
+) -> R<()> {
     // SAFETY: framework handles.
-    let (o, x, t, w) = unsafe { (rt::tensor_mut(oh, "out")?, rt::tensor(xh, "input")?, rt::tensor(th, "target")?, rt::opt_tensor(wh, "weight")?) };
+    let (o, x, t, w) = unsafe {
+        (
+            rt::tensor_mut(oh, "out")?,
+            rt::tensor(xh, "input")?,
+            rt::tensor(th, "target")?,
+            rt::opt_tensor(wh, "weight")?,
+        )
+    };
     let mut opts = loss_check(&x, &t, &w, red, smoothing, ce)?;
     opts.ignore_index = ignore;
     if goh.is_null() {
         check_float(&o, "out")?;
         if o.numel() as i64 != loss_out_shape(&x, red).iter().product::<i64>() {
-            return Err(err(format!("out has {} elements, expected shape {:?}", o.numel(), loss_out_shape(&x, red))));
+            return Err(err(format!(
+                "out has {} elements, expected shape {:?}",
+                o.numel(),
+                loss_out_shape(&x, red)
+            )));
         }
         // SAFETY: framework handles.
         unsafe {
             if ce {
-                go(ctx, oh, move || loss::cross_entropy(&o, &x, &t, w.as_ref(), opts))
+                go(ctx, oh, move || {
+                    loss::cross_entropy(&o, &x, &t, w.as_ref(), opts)
+                })
             } else {
                 go(ctx, oh, move || loss::nll(&o, &x, &t, w.as_ref(), opts))
             }
@@ -360,9 +450,13 @@ unsafe fn loss_entry(ctx: ContextHandle, oh: TensorHandle, goh: ConstTensorHandl
         // SAFETY: framework handles.
         unsafe {
             if ce {
-                go(ctx, oh, move || loss::cross_entropy_backward(&o, &g, &x, &t, w.as_ref(), opts))
+                go(ctx, oh, move || {
+                    loss::cross_entropy_backward(&o, &g, &x, &t, w.as_ref(), opts)
+                })
             } else {
-                go(ctx, oh, move || loss::nll_backward(&o, &g, &x, &t, w.as_ref(), opts))
+                go(ctx, oh, move || {
+                    loss::nll_backward(&o, &g, &x, &t, w.as_ref(), opts)
+                })
             }
         }
     }

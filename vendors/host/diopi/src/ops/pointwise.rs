@@ -7,7 +7,14 @@ use crate::types::*;
 use crate::view::{self, TView};
 use std::ffi::{c_char, CStr};
 
-unsafe fn bin(ctx: ContextHandle, oh: TensorHandle, out: TView, a: Src, b: Src, op: BinOp) -> R<()> {
+unsafe fn bin(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    out: TView,
+    a: Src,
+    b: Src,
+    op: BinOp,
+) -> R<()> {
     for (s, n) in [(&a, "input"), (&b, "other")] {
         if let Src::T(t) = s {
             check_bcast(&out, t, n)?;
@@ -83,30 +90,58 @@ binary_ops! {
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiPow(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, exponent: *const DiopiScalar) -> i32 {
+unsafe extern "C" fn diopiPow(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    exponent: *const DiopiScalar,
+) -> i32 {
     rt::guard("Pow", || {
         // SAFETY: framework handles and pointers.
         unsafe {
             let o = rt::tensor_mut(out, "out")?;
             let a = rt::tensor(input, "input")?;
-            bin(ctx, out, o, Src::T(a), Src::S(rt::scalar(exponent, "exponent")?), BinOp::Pow)
+            bin(
+                ctx,
+                out,
+                o,
+                Src::T(a),
+                Src::S(rt::scalar(exponent, "exponent")?),
+                BinOp::Pow,
+            )
         }
     })
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiPowInp(ctx: ContextHandle, input: TensorHandle, exponent: *const DiopiScalar) -> i32 {
+unsafe extern "C" fn diopiPowInp(
+    ctx: ContextHandle,
+    input: TensorHandle,
+    exponent: *const DiopiScalar,
+) -> i32 {
     rt::guard("PowInp", || {
         // SAFETY: framework handles and pointers.
         unsafe {
             let o = rt::tensor_mut(input, "input")?;
-            bin(ctx, input, o, Src::T(o), Src::S(rt::scalar(exponent, "exponent")?), BinOp::Pow)
+            bin(
+                ctx,
+                input,
+                o,
+                Src::T(o),
+                Src::S(rt::scalar(exponent, "exponent")?),
+                BinOp::Pow,
+            )
         }
     })
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiPowTensor(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, exponent: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiPowTensor(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    exponent: ConstTensorHandle,
+) -> i32 {
     rt::guard("PowTensor", || {
         // SAFETY: framework handles and pointers.
         unsafe {
@@ -119,7 +154,11 @@ unsafe extern "C" fn diopiPowTensor(ctx: ContextHandle, out: TensorHandle, input
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiPowInpTensor(ctx: ContextHandle, input: TensorHandle, exponent: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiPowInpTensor(
+    ctx: ContextHandle,
+    input: TensorHandle,
+    exponent: ConstTensorHandle,
+) -> i32 {
     rt::guard("PowInpTensor", || {
         // SAFETY: framework handles and pointers.
         unsafe {
@@ -131,13 +170,25 @@ unsafe extern "C" fn diopiPowInpTensor(ctx: ContextHandle, input: TensorHandle, 
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiPowScalar(ctx: ContextHandle, out: TensorHandle, input: *const DiopiScalar, exponent: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiPowScalar(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: *const DiopiScalar,
+    exponent: ConstTensorHandle,
+) -> i32 {
     rt::guard("PowScalar", || {
         // SAFETY: framework handles and pointers.
         unsafe {
             let o = rt::tensor_mut(out, "out")?;
             let e = rt::tensor(exponent, "exponent")?;
-            bin(ctx, out, o, Src::S(rt::scalar(input, "input")?), Src::T(e), BinOp::Pow)
+            bin(
+                ctx,
+                out,
+                o,
+                Src::S(rt::scalar(input, "input")?),
+                Src::T(e),
+                BinOp::Pow,
+            )
         }
     })
 }
@@ -221,12 +272,20 @@ unsafe fn approx(s: *const c_char) -> R<bool> {
     match unsafe { CStr::from_ptr(s) }.to_bytes() {
         b"none" | b"" => Ok(false),
         b"tanh" => Ok(true),
-        other => Err(err(format!("approximate must be \"none\" or \"tanh\", not {:?}", String::from_utf8_lossy(other)))),
+        other => Err(err(format!(
+            "approximate must be \"none\" or \"tanh\", not {:?}",
+            String::from_utf8_lossy(other)
+        ))),
     }
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiGelu(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, approximate: *const c_char) -> i32 {
+unsafe extern "C" fn diopiGelu(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    approximate: *const c_char,
+) -> i32 {
     rt::guard("Gelu", || {
         // SAFETY: framework handles and pointers.
         unsafe {
@@ -237,7 +296,14 @@ unsafe extern "C" fn diopiGelu(ctx: ContextHandle, out: TensorHandle, input: Con
     })
 }
 
-unsafe fn back(ctx: ContextHandle, gh: TensorHandle, gi: TView, go_: TView, saved: TView, op: BackOp) -> R<()> {
+unsafe fn back(
+    ctx: ContextHandle,
+    gh: TensorHandle,
+    gi: TView,
+    go_: TView,
+    saved: TView,
+    op: BackOp,
+) -> R<()> {
     check_float(&gi, "grad_input")?;
     check_bcast(&gi, &go_, "grad_output")?;
     check_bcast(&gi, &saved, "input")?;
@@ -269,7 +335,15 @@ backward_ops! {
     "TanhBackward": diopiTanhBackward, | | BackOp::Tanh;
 }
 
-unsafe fn ter(ctx: ContextHandle, oh: TensorHandle, out: TView, a: TView, b: TView, c: TView, op: TerOp) -> R<()> {
+unsafe fn ter(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    out: TView,
+    a: TView,
+    b: TView,
+    c: TView,
+    op: TerOp,
+) -> R<()> {
     check_bcast(&out, &a, "input")?;
     check_bcast(&out, &b, "tensor1")?;
     check_bcast(&out, &c, "tensor2")?;
@@ -309,26 +383,49 @@ addc_ops! {
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiWhere(ctx: ContextHandle, out: TensorHandle, condition: ConstTensorHandle, input: ConstTensorHandle, other: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiWhere(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    condition: ConstTensorHandle,
+    input: ConstTensorHandle,
+    other: ConstTensorHandle,
+) -> i32 {
     rt::guard("Where", || {
         // SAFETY: framework handles.
         unsafe {
             let o = rt::tensor_mut(out, "out")?;
-            let (c, a, b) = (rt::tensor(condition, "condition")?, rt::tensor(input, "input")?, rt::tensor(other, "other")?);
+            let (c, a, b) = (
+                rt::tensor(condition, "condition")?,
+                rt::tensor(input, "input")?,
+                rt::tensor(other, "other")?,
+            );
             ter(ctx, out, o, c, a, b, TerOp::Where)
         }
     })
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiMaskedFill(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, mask: ConstTensorHandle, value: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiMaskedFill(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    mask: ConstTensorHandle,
+    value: ConstTensorHandle,
+) -> i32 {
     rt::guard("MaskedFill", || {
         // SAFETY: framework handles.
         unsafe {
             let o = rt::tensor_mut(out, "out")?;
-            let (a, m, v) = (rt::tensor(input, "input")?, rt::tensor(mask, "mask")?, rt::tensor(value, "value")?);
+            let (a, m, v) = (
+                rt::tensor(input, "input")?,
+                rt::tensor(mask, "mask")?,
+                rt::tensor(value, "value")?,
+            );
             if v.numel() != 1 {
-                return Err(err(format!("value must have one element, not {}", v.numel())));
+                return Err(err(format!(
+                    "value must have one element, not {}",
+                    v.numel()
+                )));
             }
             let v0 = TView::new(v.ptr, v.dtype, &[], &[]);
             ter(ctx, out, o, m, v0, a, TerOp::Where)
@@ -337,7 +434,13 @@ unsafe extern "C" fn diopiMaskedFill(ctx: ContextHandle, out: TensorHandle, inpu
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiMaskedFillScalar(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, mask: ConstTensorHandle, value: *const DiopiScalar) -> i32 {
+unsafe extern "C" fn diopiMaskedFillScalar(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    mask: ConstTensorHandle,
+    value: *const DiopiScalar,
+) -> i32 {
     rt::guard("MaskedFillScalar", || {
         // SAFETY: framework handles and pointers.
         unsafe {
@@ -351,7 +454,14 @@ unsafe extern "C" fn diopiMaskedFillScalar(ctx: ContextHandle, out: TensorHandle
     })
 }
 
-unsafe fn clamp_s(ctx: ContextHandle, oh: TensorHandle, o: TView, x: TView, lo: *const DiopiScalar, hi: *const DiopiScalar) -> R<()> {
+unsafe fn clamp_s(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    o: TView,
+    x: TView,
+    lo: *const DiopiScalar,
+    hi: *const DiopiScalar,
+) -> R<()> {
     check_bcast(&o, &x, "input")?;
     // SAFETY: scalar pointers from the caller.
     let (lo, hi) = unsafe { (rt::opt_scalar(lo), rt::opt_scalar(hi)) };
@@ -360,15 +470,35 @@ unsafe fn clamp_s(ctx: ContextHandle, oh: TensorHandle, o: TView, x: TView, lo: 
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiClampScalar(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, min: *const DiopiScalar, max: *const DiopiScalar) -> i32 {
+unsafe extern "C" fn diopiClampScalar(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    min: *const DiopiScalar,
+    max: *const DiopiScalar,
+) -> i32 {
     rt::guard("ClampScalar", || {
         // SAFETY: framework handles and pointers.
-        unsafe { clamp_s(ctx, out, rt::tensor_mut(out, "out")?, rt::tensor(input, "input")?, min, max) }
+        unsafe {
+            clamp_s(
+                ctx,
+                out,
+                rt::tensor_mut(out, "out")?,
+                rt::tensor(input, "input")?,
+                min,
+                max,
+            )
+        }
     })
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiClampInpScalar(ctx: ContextHandle, input: TensorHandle, min: *const DiopiScalar, max: *const DiopiScalar) -> i32 {
+unsafe extern "C" fn diopiClampInpScalar(
+    ctx: ContextHandle,
+    input: TensorHandle,
+    min: *const DiopiScalar,
+    max: *const DiopiScalar,
+) -> i32 {
     rt::guard("ClampInpScalar", || {
         // SAFETY: framework handles and pointers.
         unsafe {
@@ -378,7 +508,14 @@ unsafe extern "C" fn diopiClampInpScalar(ctx: ContextHandle, input: TensorHandle
     })
 }
 
-unsafe fn clamp_t(ctx: ContextHandle, oh: TensorHandle, o: TView, x: TView, lo: ConstTensorHandle, hi: ConstTensorHandle) -> R<()> {
+unsafe fn clamp_t(
+    ctx: ContextHandle,
+    oh: TensorHandle,
+    o: TView,
+    x: TView,
+    lo: ConstTensorHandle,
+    hi: ConstTensorHandle,
+) -> R<()> {
     check_bcast(&o, &x, "input")?;
     // SAFETY: framework handles.
     let (lo, hi) = unsafe { (rt::opt_tensor(lo, "min")?, rt::opt_tensor(hi, "max")?) };
@@ -388,19 +525,43 @@ unsafe fn clamp_t(ctx: ContextHandle, oh: TensorHandle, o: TView, x: TView, lo: 
         }
     }
     // SAFETY: handles come from the framework.
-    unsafe { go(ctx, oh, move || ew::clamp_tensor(&o, &x, lo.as_ref(), hi.as_ref())) }
+    unsafe {
+        go(ctx, oh, move || {
+            ew::clamp_tensor(&o, &x, lo.as_ref(), hi.as_ref())
+        })
+    }
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiClamp(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle, min: ConstTensorHandle, max: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiClamp(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+    min: ConstTensorHandle,
+    max: ConstTensorHandle,
+) -> i32 {
     rt::guard("Clamp", || {
         // SAFETY: framework handles.
-        unsafe { clamp_t(ctx, out, rt::tensor_mut(out, "out")?, rt::tensor(input, "input")?, min, max) }
+        unsafe {
+            clamp_t(
+                ctx,
+                out,
+                rt::tensor_mut(out, "out")?,
+                rt::tensor(input, "input")?,
+                min,
+                max,
+            )
+        }
     })
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiClampInp(ctx: ContextHandle, input: TensorHandle, min: ConstTensorHandle, max: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiClampInp(
+    ctx: ContextHandle,
+    input: TensorHandle,
+    min: ConstTensorHandle,
+    max: ConstTensorHandle,
+) -> i32 {
     rt::guard("ClampInp", || {
         // SAFETY: framework handles.
         unsafe {
@@ -411,7 +572,11 @@ unsafe extern "C" fn diopiClampInp(ctx: ContextHandle, input: TensorHandle, min:
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiFill(ctx: ContextHandle, input: TensorHandle, value: *const DiopiScalar) -> i32 {
+unsafe extern "C" fn diopiFill(
+    ctx: ContextHandle,
+    input: TensorHandle,
+    value: *const DiopiScalar,
+) -> i32 {
     rt::guard("Fill", || {
         // SAFETY: framework handles and pointers.
         unsafe {
@@ -433,7 +598,9 @@ unsafe fn fill_with(ctx: ContextHandle, h: TensorHandle, v: Scalar) -> R<()> {
 #[no_mangle]
 unsafe extern "C" fn diopiZeroInp(ctx: ContextHandle, input: TensorHandle) -> i32 {
     // SAFETY: framework handles.
-    rt::guard("ZeroInp", || unsafe { fill_with(ctx, input, Scalar::Int(0)) })
+    rt::guard("ZeroInp", || unsafe {
+        fill_with(ctx, input, Scalar::Int(0))
+    })
 }
 
 #[no_mangle]
@@ -449,7 +616,11 @@ unsafe extern "C" fn diopiOnes(ctx: ContextHandle, out: TensorHandle, _size: Dio
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiCopyInp(ctx: ContextHandle, src: ConstTensorHandle, dest: TensorHandle) -> i32 {
+unsafe extern "C" fn diopiCopyInp(
+    ctx: ContextHandle,
+    src: ConstTensorHandle,
+    dest: TensorHandle,
+) -> i32 {
     rt::guard("CopyInp", || {
         // SAFETY: framework handles.
         unsafe {
@@ -462,7 +633,11 @@ unsafe extern "C" fn diopiCopyInp(ctx: ContextHandle, src: ConstTensorHandle, de
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiCastDtype(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiCastDtype(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+) -> i32 {
     rt::guard("CastDtype", || {
         // SAFETY: framework handles.
         unsafe {
@@ -475,7 +650,11 @@ unsafe extern "C" fn diopiCastDtype(ctx: ContextHandle, out: TensorHandle, input
 }
 
 #[no_mangle]
-unsafe extern "C" fn diopiExpand(ctx: ContextHandle, out: TensorHandle, input: ConstTensorHandle) -> i32 {
+unsafe extern "C" fn diopiExpand(
+    ctx: ContextHandle,
+    out: TensorHandle,
+    input: ConstTensorHandle,
+) -> i32 {
     rt::guard("Expand", || {
         // SAFETY: framework handles.
         unsafe {
