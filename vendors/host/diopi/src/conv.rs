@@ -128,6 +128,13 @@ unsafe impl<C> Send for SendPtr<C> {}
 // SAFETY: as above.
 unsafe impl<C> Sync for SendPtr<C> {}
 
+impl<C> SendPtr<C> {
+    /// The pointer (a method, so closures capture the whole Send wrapper).
+    fn get(self) -> *mut C {
+        self.0
+    }
+}
+
 fn forward_c<C: Gemm>(out: &TView, x: &TView, wt: &TView, bias: Option<&TView>, g: Geom) {
     let xs = read::<C>(x);
     let ws = read::<C>(wt);
@@ -136,7 +143,6 @@ fn forward_c<C: Gemm>(out: &TView, x: &TView, wt: &TView, bias: Option<&TView>, 
     with_out::<C>(out, &[x, wt], |o| {
         let op = SendPtr(o.as_mut_ptr());
         let sample = |n: usize, cols: &mut Vec<C>| {
-            let op = op;
             for grp in 0..g.groups {
                 let img = &xs[(n * g.c + grp * cg) * g.h * g.w..][..cg * g.h * g.w];
                 let direct = g.kh == 1 && g.kw == 1 && g.stride == (1, 1) && g.pad == (0, 0);
@@ -149,7 +155,7 @@ fn forward_c<C: Gemm>(out: &TView, x: &TView, wt: &TView, bias: Option<&TView>, 
                 };
                 // SAFETY: out[n, grp*og.., :] is this task's block.
                 unsafe {
-                    let dst = op.0.add((n * g.o + grp * og) * ohw);
+                    let dst = op.get().add((n * g.o + grp * og) * ohw);
                     if let Some(b) = &bs {
                         for oc in 0..og {
                             std::slice::from_raw_parts_mut(dst.add(oc * ohw), ohw)
@@ -281,7 +287,6 @@ fn backward_c<C: Gemm>(
         let mut img = vec![C::default(); g.n * g.c * g.h * g.w];
         let ip = SendPtr(img.as_mut_ptr());
         par_samples(g.n, |n, cols: &mut Vec<C>| {
-            let ip = ip;
             cols.resize(kr * ohw, C::default());
             for grp in 0..g.groups {
                 let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
@@ -298,7 +303,7 @@ fn backward_c<C: Gemm>(
                         m(cols.as_mut_ptr(), ohw, 1),
                     );
                     let dst = std::slice::from_raw_parts_mut(
-                        ip.0.add((n * g.c + grp * cg) * g.h * g.w),
+                        ip.get().add((n * g.c + grp * cg) * g.h * g.w),
                         cg * g.h * g.w,
                     );
                     col2im(&g, cols, dst);
@@ -368,6 +373,7 @@ mod tests {
         o
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn geom(
         n: usize,
         c: usize,

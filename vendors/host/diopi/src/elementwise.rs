@@ -156,6 +156,13 @@ unsafe impl<T> Send for Ptr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Ptr<T> {}
 
+impl<T> Ptr<T> {
+    /// The pointer (a method, so closures capture the whole Send wrapper).
+    fn get(self) -> *const T {
+        self.0
+    }
+}
+
 /// `out[i] = f(ins[0][i], ..)` over `out`'s shape: the core of every
 /// elementwise kernel. Inputs may alias `out`.
 pub fn map<C: Num, const N: usize>(out: &TView, ins: [&TView; N], f: impl Fn([C; N]) -> C + Sync) {
@@ -188,10 +195,7 @@ pub fn map<C: Num, const N: usize>(out: &TView, ins: [&TView; N], f: impl Fn([C;
             rayon::scope(|s| {
                 for lo in (0..n).step_by(PAR_CHUNK) {
                     let run = &run;
-                    s.spawn(move |_| {
-                        let op = op;
-                        run(op.0 as *mut C, lo, (lo + PAR_CHUNK).min(n))
-                    });
+                    s.spawn(move |_| run(op.get() as *mut C, lo, (lo + PAR_CHUNK).min(n)));
                 }
             });
         } else {

@@ -87,6 +87,13 @@ unsafe impl<T> Send for P<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for P<T> {}
 
+impl<T> P<T> {
+    /// The pointer (a method, so closures capture the whole Send wrapper).
+    fn get(self) -> *const T {
+        self.0
+    }
+}
+
 /// One strided matrix: pointer and row/column strides (elements).
 #[derive(Clone, Copy)]
 pub struct Mat<T> {
@@ -103,6 +110,7 @@ pub struct Mat<T> {
 ///
 /// # Safety
 /// Valid matrices of the given sizes.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm_par<C: Gemm>(
     m: usize,
     k: usize,
@@ -143,7 +151,6 @@ pub unsafe fn gemm_par<C: Gemm>(
         for lo in (0..m).step_by(chunk) {
             let rows = chunk.min(m - lo);
             s.spawn(move |_| {
-                let (ap, bp, cp) = (ap, bp, cp);
                 // SAFETY: rows lo..lo+rows of a and c, disjoint across tasks.
                 unsafe {
                     C::gemm(
@@ -151,14 +158,14 @@ pub unsafe fn gemm_par<C: Gemm>(
                         k,
                         n,
                         alpha,
-                        ap.0.offset(lo as isize * a.rs),
+                        ap.get().offset(lo as isize * a.rs),
                         a.rs,
                         a.cs,
-                        bp.0,
+                        bp.get(),
                         b.rs,
                         b.cs,
                         beta,
-                        (cp.0 as *mut C).offset(lo as isize * c.rs),
+                        (cp.get() as *mut C).offset(lo as isize * c.rs),
                         c.rs,
                         c.cs,
                     )
@@ -297,11 +304,7 @@ fn bgemm_c<C: Gemm>(
     if out.dtype == C::DTYPE && !out.overlaps(a) && !out.overlaps(b) {
         run(out);
     } else {
-        let mut tmp: Vec<C> = if init.is_some() {
-            vec![C::default(); out.numel()]
-        } else {
-            vec![C::default(); out.numel()]
-        };
+        let mut tmp: Vec<C> = vec![C::default(); out.numel()];
         let tv = TView::contiguous(tmp.as_mut_ptr() as *mut u8, C::DTYPE, out.shape());
         run(&tv);
         crate::view::write(out, &tmp);

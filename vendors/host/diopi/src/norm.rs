@@ -204,6 +204,7 @@ pub fn batch_norm_backward(
 }
 
 /// Layer norm over the trailing `d` elements of each row of `x`.
+#[allow(clippy::too_many_arguments)]
 pub fn layer_norm(
     out: &TView,
     save_mean: Option<&TView>,
@@ -214,6 +215,7 @@ pub fn layer_norm(
     d: usize,
     eps: f64,
 ) {
+    #[allow(clippy::too_many_arguments)]
     fn go<C: Float>(
         out: &TView,
         sm: Option<&TView>,
@@ -225,7 +227,7 @@ pub fn layer_norm(
         eps: f64,
     ) {
         let xs = read::<C>(x);
-        let rows = if d == 0 { 0 } else { xs.len() / d };
+        let rows = xs.len().checked_div(d).unwrap_or(0);
         let ws = w.map(|t| read::<C>(t).into_owned());
         let bs = b.map(|t| read::<C>(t).into_owned());
         let mut stats = vec![(0f64, 0f64); rows];
@@ -287,7 +289,7 @@ pub fn layer_norm_backward(
     let gs = read::<f64>(go);
     let ms = read::<f64>(mean);
     let rs = read::<f64>(rstd);
-    let rows = if d == 0 { 0 } else { xs.len() / d };
+    let rows = xs.len().checked_div(d).unwrap_or(0);
     let ws = w
         .map(|t| read::<f64>(t).into_owned())
         .unwrap_or_else(|| vec![1.0; d]);

@@ -35,7 +35,7 @@ pub fn pool_out_len(len: i64, k: i64, s: i64, p: i64, d: i64, ceil: bool) -> i64
 fn hw(v: &TView) -> (usize, usize, usize) {
     let nd = v.ndim;
     let (h, w) = (v.shape[nd - 2] as usize, v.shape[nd - 1] as usize);
-    let planes = if h * w == 0 { 0 } else { v.numel() / (h * w) };
+    let planes = v.numel().checked_div(h * w).unwrap_or(0);
     (planes, h, w)
 }
 

@@ -236,24 +236,18 @@ pub unsafe fn target(ctx: ContextHandle, t: ConstTensorHandle) -> R<Target> {
     }
     let mut stream: StreamHandle = std::ptr::null_mut();
     // SAFETY: ctx is a framework context; out-pointer is a local.
-    check(
-        unsafe { diopiGetStream(ctx, &mut stream) },
-        "diopiGetStream",
-    )?;
+    let rc = unsafe { diopiGetStream(ctx, &mut stream) };
+    check(rc, "diopiGetStream")?;
     let mut dev: i8 = -1;
     if !t.is_null() {
         // SAFETY: t is a framework tensor handle.
-        check(
-            unsafe { diopiGetTensorDeviceIndex(t, &mut dev) },
-            "diopiGetTensorDeviceIndex",
-        )?;
+        let rc = unsafe { diopiGetTensorDeviceIndex(t, &mut dev) };
+        check(rc, "diopiGetTensorDeviceIndex")?;
     }
     if dev < 0 {
         // SAFETY: out-pointer is a local.
-        check(
-            unsafe { diopiGetCurrentDeviceIndex(&mut dev) },
-            "diopiGetCurrentDeviceIndex",
-        )?;
+        let rc = unsafe { diopiGetCurrentDeviceIndex(&mut dev) };
+        check(rc, "diopiGetCurrentDeviceIndex")?;
     }
     Ok(Target {
         stream,
@@ -320,10 +314,8 @@ pub unsafe fn tensor_mut(h: TensorHandle, name: &str) -> R<TView> {
     let mut v = unsafe { tensor(h, name) }?;
     let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: h is a framework handle; out-pointer is a local.
-    check(
-        unsafe { diopiGetTensorData(h, &mut p) },
-        "diopiGetTensorData",
-    )?;
+    let rc = unsafe { diopiGetTensorData(h, &mut p) };
+    check(rc, "diopiGetTensorData")?;
     v.ptr = p as *mut u8;
     Ok(v)
 }
@@ -342,10 +334,8 @@ pub unsafe fn require_tensor(
 ) -> R<TensorHandle> {
     let mut dev = DEVICE_DEVICE;
     // SAFETY: framework handle; out-pointer is a local.
-    check(
-        unsafe { diopiGetTensorDevice(like, &mut dev) },
-        "diopiGetTensorDevice",
-    )?;
+    let rc = unsafe { diopiGetTensorDevice(like, &mut dev) };
+    check(rc, "diopiGetTensorDevice")?;
     let size = DiopiSize {
         data: shape.as_ptr(),
         len: shape.len() as i64,
@@ -356,9 +346,7 @@ pub unsafe fn require_tensor(
     };
     let mut out: TensorHandle = std::ptr::null_mut();
     // SAFETY: the size/stride arrays live across the call.
-    check(
-        unsafe { diopiRequireTensor(ctx, &mut out, &size, &stride, dt, dev) },
-        "diopiRequireTensor",
-    )?;
+    let rc = unsafe { diopiRequireTensor(ctx, &mut out, &size, &stride, dt, dev) };
+    check(rc, "diopiRequireTensor")?;
     Ok(out)
 }

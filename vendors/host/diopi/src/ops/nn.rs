@@ -203,7 +203,7 @@ entry!(diopiLayerNormBackward(ctx: ContextHandle, grad_input: TensorHandle, grad
     let (m, r) = (rt::tensor(mean, "mean")?, rt::tensor(rstd, "rstd")?);
     check_shape(&g, x.shape(), "grad_output")?;
     let d = norm_len(&x, &rt::size(normalized_shape))?;
-    let rows = if d == 0 { 0 } else { x.numel() / d };
+    let rows = x.numel().checked_div(d).unwrap_or(0);
     if m.numel() != rows || r.numel() != rows {
         return Err(err(format!("mean and rstd need {rows} elements")));
     }
@@ -250,6 +250,7 @@ fn pool_shape(x: &TView, win: Window, ceil: bool) -> R<Vec<i64>> {
     Ok(s)
 }
 
+#[allow(clippy::too_many_arguments)]
 unsafe fn max_pool_entry(
     ctx: ContextHandle,
     oh: TensorHandle,
