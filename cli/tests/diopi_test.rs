@@ -136,6 +136,26 @@ fn filter_json_and_bad_arguments() {
         "the filter is anchored by the caller: {out}"
     );
 
+    // --dump-cases writes the selected cases.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dump = dir.path().join("cases.json");
+    let (code, out, err) = run(&mut dipu(&[
+        "diopi-test",
+        "--library",
+        lib,
+        "--filter",
+        "^Add$",
+        "--dump-cases",
+        dump.to_str().expect("utf-8 path"),
+    ]));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let cases = std::fs::read_to_string(&dump).expect("the dump");
+    assert!(
+        cases.starts_with("[{\"op\":\"diopiAdd\",") && cases.ends_with("}]"),
+        "{cases}"
+    );
+    assert_eq!(cases.matches("{\"op\":").count(), 9, "Add has 9 cases");
+
     // Without --library: DIPU_DIOPI_LIBRARY names it.
     let (code, out, err) =
         run(dipu(&["diopi-test", "--filter", "^Mul$"]).env("DIPU_DIOPI_LIBRARY", lib));

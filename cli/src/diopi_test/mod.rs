@@ -24,6 +24,7 @@
 mod case;
 mod compare;
 mod dtype;
+mod dump;
 mod exec;
 pub(crate) mod ffi_call;
 mod ops;
@@ -58,6 +59,10 @@ pub(crate) struct DiopiTestArgs {
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write every selected case (arguments, inputs, expected
+    /// outputs) to this file as JSON.
+    #[arg(long, value_name = "PATH")]
+    dump_cases: Option<PathBuf>,
 }
 
 /// Runs the ops the filter selects and prints the report; fails with
@@ -87,6 +92,14 @@ pub(crate) fn run(args: &DiopiTestArgs) -> Result<(), Failure> {
                 args.filter.as_deref().unwrap_or("")
             ),
         )));
+    }
+    if let Some(path) = &args.dump_cases {
+        std::fs::write(path, dump::cases_json(&ops)).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("--dump-cases {}: {e}", path.display()),
+            )
+        })?;
     }
     let rt = dipu_runtime::get()?;
     let lib = match &args.library {
