@@ -155,6 +155,7 @@ def indent(code, n):
 
 
 def generate(spec, schemas):
+    from torchgen import local
     from torchgen.api.types import DispatcherSignature
     from torchgen.model import FunctionSchema
 
@@ -168,18 +169,23 @@ def generate(spec, schemas):
         if aten not in schemas:
             sys.exit(f"gen_diopi: {aten} is not an ATen op of this torch")
         schema = FunctionSchema.parse(schemas[aten])
-        sig = DispatcherSignature.from_schema(schema)
         uname = schema.name.unambiguous_name()
         wname = "w_" + uname
+        with local.parametrize(use_const_ref_for_mutable_tensors=False,
+                               use_ilistref_for_tensor_lists=e.get("ilistref") == "true"):
+            sig = DispatcherSignature.from_schema(schema)
+            decl = sig.decl(name=wname)
+            args = sig.arguments()
         base = str(schema.name.name.base)
         heads.add(base)
-        args = sig.arguments()
         names = [a.name for a in args]
         # The device: an entry's `device` argument, else the first Tensor ones.
         if "device" in e:
             dev_arg = e["device"]
             typ = next(a.type for a in args if a.name == dev_arg)
-            if "TensorList" in typ or "ArrayRef<at::Tensor>" in typ:
+            if "ITensorListRef" in typ:
+                device = f"device_of({{{dev_arg}.size() == 0 ? nullptr : &{dev_arg}.front()}})"
+            elif "TensorList" in typ or "ArrayRef<at::Tensor>" in typ:
                 device = f"device_of({{{dev_arg}.empty() ? nullptr : &{dev_arg}[0]}})"
             else:
                 device = f"device_of({{&{dev_arg}}})"
@@ -188,13 +194,20 @@ def generate(spec, schemas):
                 "const at::Tensor &", "at::Tensor &")]
             device = "device_of({" + ", ".join("&" + t for t in tens) + "})"
         dumps = "".join(f'    dump("{n}", {n});\n' for n in names)
+        # Empty tensors go to the fallback (nothing to compute or copy, and
+        # kernels need not handle them).
+        plain = [a.name for a in args if a.type.strip() in ("const at::Tensor &", "at::Tensor &")]
+        empty = ""
+        if plain and e.get("empty") != "ok":
+            empty = "  if (" + " || ".join(f"{n}.numel() == 0" for n in plain) + ") FALLBACK();\n"
         body = (
             f"#define FALLBACK() return ::at::native::call_fallback_fn_symint<"
             f"&::torch_dipu::dipu_fallback_boxed, ::at::_ops::{uname}>::call({', '.join(names)})\n"
-            f"{sig.decl(name=wname)} {{\n"
+            f"{decl} {{\n"
             f'  Scope scope("{aten}", {device});\n'
-            f"  if (dump_level() >= 2) {{\n{dumps}  }}\n"
-            f"{indent(e['code'], 2)}"
+            f"  if (dump_level() >= 2) {{\n{dumps}  }}\n{empty}"
+            f"  try {{\n{indent(e['code'], 4)}"
+            f"  }} catch (const NeedsFallback&) {{\n    FALLBACK();\n  }}\n"
             f"}}\n#undef FALLBACK\n"
         )
         wrappers.append(body)

@@ -121,8 +121,6 @@ State& state() {
     }
     if (!a.open || !a.lookup || !a.context_create || !a.context_destroy || !a.last_error) {
       st->error = "libdipu_runtime.so has no dipu_diopi_* functions";
-    } else if (std::getenv("DIPU_DIOPI_DISABLE") != nullptr) {
-      st->error = "DIPU_DIOPI_DISABLE is set";
     } else {
       dipu_status rc = a.open(nullptr);
       if (rc == DIPU_OK) {
@@ -178,7 +176,13 @@ void* lookup(const char* name) {
   return p;
 }
 
-int dump_level() { return state().dump; }
+namespace {
+// Set while dump_arg copies a tensor to the host: the ops that copy runs
+// are not the user's, and printing theirs would recurse.
+thread_local bool t_dumping = false;
+}  // namespace
+
+int dump_level() { return t_dumping ? -1 : state().dump; }
 bool sync_mode() { return state().sync; }
 bool force_fallback(const std::string& op) { return matches(state().force, op); }
 bool autocompare(const std::string& op) { return matches(state().compare, op); }
@@ -266,6 +270,9 @@ diopiContextHandle_t Scope::ctx(const char* fn) {
 }
 
 void Scope::check(const char* fn, diopiError_t status) {
+  if (status == diopiForceFallbackToCPU || status == diopiDtypeNotSupported) {
+    throw NeedsFallback{};
+  }
   if (status != diopiSuccess) {
     std::string msg = library_error();
     TORCH_CHECK(false, "dipu: ", op_, ": ", fn, " failed with diopiError_t ",
@@ -284,7 +291,16 @@ void dump_arg(const char* name, const c10::IValue& v) {
     } else {
       out << t.device() << " " << t.scalar_type() << t.sizes() << " strides " << t.strides()
           << " offset " << t.storage_offset();
-      if (dump_level() >= 3) out << "\n" << t.cpu();
+      if (dump_level() >= 3) {
+        t_dumping = true;
+        try {
+          out << "\n" << t.cpu();
+        } catch (...) {
+          t_dumping = false;
+          throw;
+        }
+        t_dumping = false;
+      }
     }
   } else {
     out << v;
@@ -347,6 +363,7 @@ bool default_gen(const std::optional<at::Generator>& gen, int32_t device) {
 
 std::vector<int64_t> reduce_dims(const at::Tensor& self, at::OptionalIntArrayRef dim) {
   std::vector<int64_t> out;
+  if (self.dim() == 0) return out;  // a 0-dim tensor: dim 0 / -1 is the tensor itself
   if (dim.has_value() && !dim->empty()) {
     for (int64_t d : *dim) out.push_back(c10::maybe_wrap_dim(d, self.dim()));
   } else {

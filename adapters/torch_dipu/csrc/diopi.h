@@ -127,6 +127,11 @@ class Scope {
   dipu_stream stream_{};
 };
 
+// Thrown by Scope::check when the library answers diopiForceFallbackToCPU
+// or diopiDtypeNotSupported: the generated wrapper then runs the op on the
+// CPU fallback.
+struct NeedsFallback {};
+
 // Calls DIOPI function `fn` (pointer `p`) with the scope's context.
 template <typename F, typename... A>
 inline void invoke(Scope& scope, const char* fn, F p, A&&... args) {
@@ -191,6 +196,7 @@ const at::Tensor& binary_out(Scope& scope, const at::Tensor& self, const at::Ten
     if (is_cpu_scalar(other) && !is_cpu_scalar(self)) {
       at::Tensor a = on_device(self, dev, ct);
       Dest d(out, a.sizes(), rt);
+      if (a.numel() == 0) return out;
       if (run_scalar(d.tensor(), a, other.item())) {
         d.finish();
         return out;
@@ -201,6 +207,7 @@ const at::Tensor& binary_out(Scope& scope, const at::Tensor& self, const at::Ten
   at::Tensor b = on_device(other, dev, ct);
   auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());
   Dest d(out, shape, rt);
+  if (d.tensor().numel() == 0) return out;
   run(d.tensor(), a.expand(shape), b.expand(shape));
   d.finish();
   return out;
@@ -214,6 +221,7 @@ const at::Tensor& scalar_out(Scope& scope, const at::Tensor& self, const at::Sca
   at::ScalarType ct = compare ? at::result_type(self, other) : out.scalar_type();
   at::Tensor a = on_device(self, dev, ct);
   Dest d(out, a.sizes(), compare ? at::kBool : ct);
+  if (a.numel() == 0) return out;
   run(d.tensor(), a, other);
   d.finish();
   return out;
@@ -225,6 +233,7 @@ const at::Tensor& unary_out(Scope& scope, const at::Tensor& self, const at::Tens
   c10::Device dev(kDipu, static_cast<c10::DeviceIndex>(scope.device()));
   at::Tensor a = on_device(self, dev, out.scalar_type());
   Dest d(out, a.sizes(), out.scalar_type());
+  if (a.numel() == 0) return out;
   run(d.tensor(), a);
   d.finish();
   return out;
@@ -285,10 +294,15 @@ template <typename F>
 void reg(torch::Library& lib, const char* aten, std::initializer_list<const char*> fns,
          std::initializer_list<bool> found, F fn) {
   std::string path = decide(aten, fns, found);
-  if (path == "diopi") {
-    lib.impl(aten, fn);
-  } else if (path == "autocompare") {
-    lib.impl(aten, autocompare_kernel(c10::KernelFunction::makeFromUnboxedFunction(fn)));
+  try {
+    if (path == "diopi") {
+      lib.impl(aten, fn);
+    } else if (path == "autocompare") {
+      lib.impl(aten, autocompare_kernel(c10::KernelFunction::makeFromUnboxedFunction(fn)));
+    }
+  } catch (const std::exception& e) {
+    // A registration torch refuses leaves the op on the fallback.
+    records().back().path = std::string("not registered: ") + e.what();
   }
 }
 
