@@ -57,7 +57,10 @@ pub use poison::{
     DEFAULT_QUARANTINE_BYTES, POISON_PATTERN,
 };
 pub use report::{Block, Frame, LeakGroup, Report, Violation};
-pub use state::{check_access, on_alloc, on_bad_free, on_free, records_count, MAX_FRAMES};
+pub use state::{
+    check_access, note, on_alloc, on_bad_free, on_exit, on_free, records_count, EXIT_CHECK_TIMEOUT,
+    MAX_FRAMES,
+};
 
 pub use dipu_stream::StreamId;
 

@@ -455,8 +455,68 @@ pub(crate) fn report() -> Report {
     Report::build(blocks, VIOLATIONS.lock().clone())
 }
 
+/// Checks run at process exit before the report: the runtime registers
+/// the checks its shutdown runs (guards, kept blocks, quarantine), which
+/// this crate cannot call itself.
+static EXIT_CHECKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// How long the checks at exit may take before the report is written
+/// without them (a stream that never finishes must not hang the exit).
+pub const EXIT_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Registers `check` to run at process exit, before the report (once per
+/// call: register each check once). It runs on a thread of its own (the
+/// exiting thread's thread-locals may be gone), within
+/// [`EXIT_CHECK_TIMEOUT`] for all checks together; a panic in it is
+/// caught.
+pub fn on_exit(check: fn()) {
+    EXIT_CHECKS.lock().push(check);
+}
+
+/// Writes `text` to the checker's log (`DIPU_MEM_CHECK_LOG_FILE`, or
+/// stderr): for what the runtime has to say outside a violation, such as a
+/// check at exit that failed.
+pub fn note(text: &str) {
+    write_log(text);
+}
+
+/// Runs the registered exit checks on a fresh thread, waiting at most
+/// [`EXIT_CHECK_TIMEOUT`]; returns whether they finished.
+fn run_exit_checks() -> bool {
+    let checks: Vec<fn()> = EXIT_CHECKS.lock().clone();
+    if checks.is_empty() {
+        return true;
+    }
+    let run = move || {
+        for check in checks {
+            let _ = std::panic::catch_unwind(check);
+        }
+    };
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("dipu-memcheck-exit".into())
+        .spawn(move || {
+            run();
+            let _ = done.send(());
+        });
+    match spawned {
+        Ok(_) => finished.recv_timeout(EXIT_CHECK_TIMEOUT).is_ok(),
+        // No thread to be had at exit: the checks are skipped rather than
+        // run on a thread whose locals may be destroyed.
+        Err(_) => false,
+    }
+}
+
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
+        if !run_exit_checks() {
+            write_log(&format!(
+                "dipu memcheck: the checks at exit (guard bytes, kept blocks, quarantine) did not \
+                 finish within {} s (a stream that never finishes?); the report below has what \
+                 was found before\n",
+                EXIT_CHECK_TIMEOUT.as_secs()
+            ));
+        }
         let r = report();
         if !r.is_clean() {
             r.write();

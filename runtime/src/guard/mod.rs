@@ -20,7 +20,7 @@ mod reuse;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Once, Weak};
 
 use dipu_allocator::{
     Algorithm, Allocation, AllocatorWrapper, DeviceAllocator, DeviceStats, LiveBlock, Snapshot,
@@ -74,9 +74,6 @@ struct Pending {
     copy: Vec<u8>,
     /// Recorded on the allocation's stream after the copy.
     done: PooledEvent,
-    /// The block is still held (a kept block checked after its uses): it
-    /// is kept again if its guards are intact, else given back.
-    keep: bool,
 }
 
 #[derive(Default)]
@@ -127,8 +124,38 @@ pub(crate) fn wrapper(
             state: Mutex::default(),
         });
         list.lock().push(Arc::clone(&g));
+        register_for_exit(&g);
         Box::new(Handle(g))
     })
+}
+
+/// Every guarded allocator of the process still alive, for the checks at
+/// process exit.
+static ALL: Mutex<Vec<Weak<Guarded>>> = Mutex::new(Vec::new());
+
+/// Lists `g` for the checks at process exit (registered with the checker
+/// on the first call).
+fn register_for_exit(g: &Arc<Guarded>) {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| dipu_memcheck::on_exit(check_all_at_exit));
+    let mut all = ALL.lock();
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(g));
+}
+
+/// At process exit (on the checker's exit thread): the checks shutdown
+/// runs, on every guarded allocator still alive (a runtime shut down
+/// before was checked then). Violations go to the checker's report.
+fn check_all_at_exit() {
+    let all: Vec<Arc<Guarded>> = ALL.lock().iter().filter_map(Weak::upgrade).collect();
+    for g in all {
+        if let Err(e) = g.check_all() {
+            dipu_memcheck::note(&format!(
+                "dipu memcheck: checking device {}'s guards at exit: {e}\n",
+                g.device()
+            ));
+        }
+    }
 }
 
 fn side_index(side: Side) -> usize {
@@ -141,6 +168,16 @@ fn side_index(side: Side) -> usize {
 impl Guarded {
     fn device(&self) -> i32 {
         self.inner.device()
+    }
+
+    /// The allocator's addresses of the blocks the checker holds: kept for
+    /// reuse, checked aside, and quarantined.
+    fn held_bases(&self) -> Vec<usize> {
+        let state = self.state.lock();
+        let front = self.sizes.front;
+        let kept = state.reuse.users();
+        let quarantined = state.quarantine.iter().map(|q| q.user());
+        kept.chain(quarantined).map(|user| user - front).collect()
     }
 
     /// The block's bytes with its guards (what the allocator holds).
@@ -273,11 +310,6 @@ impl Guarded {
             let bad = self.judge(p.user, &mut p.live, [front, back], true);
             found += bad;
             state.judged += bad;
-            if p.keep {
-                // Kept again only when polled: a wait comes from a check of
-                // everything or an emptying of the cache, which give back.
-                self.after_check(state, p.user, p.live, bad == 0 && !wait)?;
-            }
         }
         Ok(found)
     }
@@ -307,7 +339,6 @@ impl Guarded {
             live,
             copy,
             done,
-            keep: false,
         });
         let settled = self.settle(state, false);
         if let Some(q) = held {
@@ -508,7 +539,32 @@ impl DeviceAllocator for Handle {
     }
 
     fn stats(&self) -> DeviceStats {
-        self.0.inner.stats()
+        let g = &*self.0;
+        let mut stats = g.inner.stats();
+        // The blocks the checker holds (kept for reuse, quarantined) are
+        // free to the user: not counted as allocated, active or requested.
+        let held = g.held_bases();
+        if held.is_empty() {
+            return stats;
+        }
+        let snapshot = g.inner.snapshot();
+        let mut sizes = HashMap::with_capacity(held.len());
+        for b in snapshot.segments.iter().flat_map(|s| &s.blocks) {
+            sizes.insert(b.address, (b.size, b.requested));
+        }
+        for base in held {
+            let Some(&(size, requested)) = sizes.get(&base) else {
+                continue;
+            };
+            let (size, requested) = (size as u64, requested as u64);
+            let sub = |v: &mut u64, by: u64| *v = v.saturating_sub(by);
+            sub(&mut stats.allocation.current, 1);
+            sub(&mut stats.active.current, 1);
+            sub(&mut stats.allocated_bytes.current, size);
+            sub(&mut stats.active_bytes.current, size);
+            sub(&mut stats.requested_bytes.current, requested);
+        }
+        stats
     }
 
     fn reset_peak_stats(&self) {

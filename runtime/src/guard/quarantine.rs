@@ -26,6 +26,13 @@ pub(super) struct Quarantined {
     reported: bool,
 }
 
+impl Quarantined {
+    /// The user's pointer.
+    pub(super) fn user(&self) -> usize {
+        self.user
+    }
+}
+
 impl Guarded {
     /// With poison on, queues the fill of the freed allocation's bytes on
     /// its stream and returns it for the quarantine, unless it is larger

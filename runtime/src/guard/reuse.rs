@@ -1,61 +1,111 @@
 //! Guarded blocks kept for reuse: a small block freed on its own stream
 //! (no `record_stream`) is kept, guards and all, instead of being copied
 //! back and given back to the allocator, and the next allocation of the
-//! same size on that stream takes it without a refill. Its guards are
-//! checked when it leaves (when the kept bytes are full, at `empty_cache`,
-//! when the allocator runs out, at a check of every guard) and at the
-//! free that ends its [`MAX_UNCHECKED_USES`]th allocation: then they are
-//! copied back while the block waits aside, and it is kept again if they
-//! are intact. So a cache-hit pair queues no device work, and one in 256
-//! queues a copy, never a wait.
+//! same size on that stream takes it without a refill.
+//!
+//! Its guards are checked **before it is handed out again**, so that a
+//! violation names the allocation that wrote it: when the stream has
+//! finished its work (so the freed allocation's writes are done), the
+//! guards are read back there and then (one synchronous copy of the block
+//! for blocks up to [`WHOLE_BLOCK_READ`], else one per guard). A block
+//! found overwritten is reported and given back to the allocator (the next
+//! allocation there refills its guards); an intact one is handed out. When
+//! the stream is still busy the kept block is left where it is (it would
+//! need a wait) and the allocation takes a fresh block from the allocator.
+//! Kept blocks also leave, checked as at a free, when the kept bytes are
+//! full, at `empty_cache`, when the allocator runs out, and at a check of
+//! every guard (and so at shutdown and at process exit).
+//!
+//! So a cache-hit pair on an idle stream queues no device work and reads
+//! the block back once, synchronously, without a wait.
 
 use std::collections::HashMap;
 
 use dipu_deviceapi::Result;
 use dipu_stream::Stream;
 
-use super::{Guarded, Live, Pending, State};
+use super::{Guarded, Live, State};
 
 /// The largest allocation kept (1 MiB).
 pub(super) const MAX_KEPT_BLOCK: usize = 1 << 20;
 /// The most bytes (with guards) kept per device (16 MiB).
 pub(super) const MAX_KEPT_BYTES: usize = 16 << 20;
-/// Allocations a block serves before its guards are checked at its free.
-pub(super) const MAX_UNCHECKED_USES: u32 = 256;
+/// Blocks (with guards) up to this size are read back whole in one copy
+/// when checked before reuse; larger ones guard by guard.
+pub(super) const WHOLE_BLOCK_READ: usize = 64 << 10;
 
-/// A kept block: the user's pointer and the allocations it served since
-/// its guards were filled.
-struct Kept {
-    user: usize,
-    uses: u32,
-}
-
-/// The kept blocks of one device, by stream and size.
+/// The kept blocks of one device, by stream and size: their user pointers.
 #[derive(Default)]
 pub(super) struct Reuse {
-    by_key: HashMap<(Stream, usize), Vec<Kept>>,
+    by_key: HashMap<(Stream, usize), Vec<usize>>,
     /// Bytes (with guards) kept.
     bytes: usize,
 }
 
+impl Reuse {
+    /// The user pointers of the kept blocks.
+    pub(super) fn users(&self) -> impl Iterator<Item = usize> + '_ {
+        self.by_key.values().flatten().copied()
+    }
+}
+
 impl Guarded {
-    /// Takes a kept block of `bytes` on `stream`: the live allocation's
-    /// user pointer, or `None`.
+    /// Takes a kept block of `bytes` on `stream` whose guards are intact
+    /// (checked now, naming the freed allocation if not): the new live
+    /// allocation's user pointer, or `None` (nothing kept, the stream still
+    /// busy, or the guards overwritten: the caller allocates afresh).
     pub(super) fn reuse(&self, state: &mut State, bytes: usize, stream: Stream) -> Option<usize> {
         let list = state.reuse.by_key.get_mut(&(stream, bytes))?;
-        let k = list.pop()?;
+        let &user = list.last()?;
+        // The freed allocation's work must be done before its guards are
+        // read: a busy stream keeps the block for later rather than wait.
+        if !matches!(stream.query(), Ok(true)) {
+            return None;
+        }
+        list.pop();
         state.reuse.bytes -= self.total(bytes);
-        state.live.insert(
-            k.user,
-            Live {
-                bytes,
-                stream,
-                streams: Vec::new(),
-                reported: [false; 2],
-                uses: k.uses + 1,
-            },
-        );
-        Some(k.user)
+        let mut freed = Live {
+            bytes,
+            stream,
+            streams: Vec::new(),
+            reported: [false; 2],
+            uses: 1,
+        };
+        let intact = match self.check_kept(user, &mut freed) {
+            Ok(found) => found == 0,
+            Err(e) => {
+                tracing::warn!("dipu memcheck: checking a kept block's guards: {e}");
+                false
+            }
+        };
+        if !intact {
+            // Reported (or unreadable): back to the allocator, whose next
+            // allocation refills the guards.
+            let base = (user - self.sizes.front) as *mut std::ffi::c_void;
+            if let Err(e) = self.inner.free(base) {
+                tracing::warn!("dipu memcheck: giving a kept block back: {e}");
+            }
+            return None;
+        }
+        state.live.insert(user, freed);
+        Some(user)
+    }
+
+    /// Reads the guards of the kept (freed) block at `user` back now, its
+    /// stream being idle, and reports each overwritten side as found at the
+    /// free of the allocation it served; returns how many.
+    fn check_kept(&self, user: usize, freed: &mut Live) -> Result<usize> {
+        let front = self.sizes.front;
+        let total = self.total(freed.bytes);
+        if total <= WHOLE_BLOCK_READ {
+            let block = self.read(user - front, total)?;
+            let (before, rest) = block.split_at(front);
+            let after = &rest[freed.bytes..];
+            return Ok(self.judge(user, freed, [before, after], true));
+        }
+        let before = self.read(user - front, front)?;
+        let after = self.read(user + freed.bytes, self.sizes.back)?;
+        Ok(self.judge(user, freed, [&before, &after], true))
     }
 
     /// Keeps the freed `live` at `user` for reuse if it qualifies (small,
@@ -76,63 +126,14 @@ impl Guarded {
         if !keep {
             return self.give_back(state, user, live);
         }
-        if live.uses >= MAX_UNCHECKED_USES {
-            return self.check_aside(state, user, live);
-        }
         state.reuse.bytes += total;
-        let kept = Kept {
-            user,
-            uses: live.uses,
-        };
         state
             .reuse
             .by_key
             .entry((live.stream, live.bytes))
             .or_default()
-            .push(kept);
+            .push(user);
         Ok(())
-    }
-
-    /// Queues the copy of the guards of the freed `live` at `user`, a kept
-    /// block at the end of its uses, holding the block aside until the
-    /// copy is judged ([`Guarded::after_check`]).
-    fn check_aside(&self, state: &mut State, user: usize, live: Live) -> Result<()> {
-        let (copy, done) = match self.copy_back(user, &live) {
-            Ok(queued) => queued,
-            Err(e) => {
-                state.live.insert(user, live);
-                return Err(e.context("copying the memory checker's guard bytes back"));
-            }
-        };
-        state.pending.push(Pending {
-            user,
-            live,
-            copy,
-            done,
-            keep: true,
-        });
-        self.settle(state, false).map(|_| ())
-    }
-
-    /// A block checked aside: kept again (its guards proven intact, its
-    /// uses counted from 0) if `intact` and there is room, else given back
-    /// to the allocator (the next allocation refills its guards).
-    pub(super) fn after_check(
-        &self,
-        state: &mut State,
-        user: usize,
-        live: Live,
-        intact: bool,
-    ) -> Result<()> {
-        let total = self.total(live.bytes);
-        if intact && state.reuse.bytes + total <= MAX_KEPT_BYTES {
-            state.reuse.bytes += total;
-            let list = state.reuse.by_key.entry((live.stream, live.bytes));
-            list.or_default().push(Kept { user, uses: 0 });
-            return Ok(());
-        }
-        self.inner
-            .free((user - self.sizes.front) as *mut std::ffi::c_void)
     }
 
     /// Gives every kept block back (its guards copied back and checked as
@@ -143,16 +144,16 @@ impl Guarded {
         let mut n = 0;
         let mut result = Ok(());
         for ((stream, bytes), list) in by_key {
-            for k in list {
+            for user in list {
                 n += 1;
                 let live = Live {
                     bytes,
                     stream,
                     streams: Vec::new(),
                     reported: [false; 2],
-                    uses: k.uses,
+                    uses: 1,
                 };
-                if let Err(e) = self.give_back(state, k.user, live) {
+                if let Err(e) = self.give_back(state, user, live) {
                     result = result.and(Err(e));
                 }
             }
