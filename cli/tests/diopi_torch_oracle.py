@@ -6,7 +6,8 @@
 
 Recomputes the expected outputs of the ops whose references are the least
 obvious (convolution, normalisation, pooling, losses, embedding and
-index_select backward, GELU backward, MatmulBackward) with PyTorch in
+index_select backward, softmax, reductions, the matmul family, GELU,
+Div's round modes) with PyTorch in
 float64 (gradients by autograd) and compares them with the runner's:
 float32 expectations to 1e-6, half-precision ones to their own rounding.
 Prints one line per op and exits non-zero on any mismatch. Not run by CI
@@ -142,7 +143,55 @@ def compute(op, a, t):
         return list(vjp(torch.matmul, [t(3), t(4)], t(2)))
     if op == "diopiErf":
         return [torch.erf(t(1))]
+    if op == "diopiGelu":
+        approx = re.search(r'"(\w+)"', a[2][1]).group(1)
+        return [Fn.gelu(t(1), approximate=approx)]
+    if op in ("diopiSoftmax", "diopiLogSoftmax"):
+        f = Fn.log_softmax if "Log" in op else Fn.softmax
+        return [f(t(1), int(num(a[2][1])))]
+    if op in ("diopiSoftmaxBackward", "diopiLogSoftmaxBackward"):
+        # The runner gives the forward output; invert it to the input up to
+        # a constant per row, which neither softmax form depends on.
+        y, dim = t(2), int(num(a[3][1]))
+        x = y if "Log" in op else torch.log(y)
+        f = Fn.log_softmax if "Log" in op else Fn.softmax
+        return list(vjp(lambda x: f(x, dim), [x], t(1)))
+    if op in ("diopiSum", "diopiMean"):
+        x, dims = t(1), ints(a[2][1])
+        keep = len(c_shape(a, 0)) == x.dim() and x.dim() > 0
+        f = torch.sum if op == "diopiSum" else torch.mean
+        return [f(x, dim=dims or None, keepdim=keep) if dims else f(x)]
+    if op in ("diopiMax", "diopiMin"):
+        x, dim = t(2), int(num(a[3][1]))
+        keep = len(c_shape(a, 0)) == x.dim()
+        v, i = (torch.max if op == "diopiMax" else torch.min)(x, dim, keepdim=keep)
+        return [v, i.double()]
+    if op == "diopiArgmax":
+        x = t(1)
+        dim = None if a[2][1] == "None" else ints(a[2][1])[0]
+        return [torch.argmax(x, dim, keepdim=a[3][1] == "true").double()]
+    if op == "diopiAddmm":
+        return [torch.addmm(t(1), t(2), t(3), beta=num(a[4][1]), alpha=num(a[5][1]))]
+    if op == "diopiBaddbmm":
+        return [torch.baddbmm(t(1), t(2), t(3), beta=num(a[4][1]), alpha=num(a[5][1]))]
+    if op == "diopiLinear":
+        return [Fn.linear(t(1), t(2), None if a[3][0] == "Null" else t(3))]
+    if op == "diopiLinearBackward":
+        go, x, w = t(3), t(4), t(5)
+        gx, gw, gb = vjp(lambda x, w, b: Fn.linear(x, w, b), [x, w, torch.zeros(w.shape[0])], go)
+        return [gx, gw, gb if a[2][0] != "Null" else None]
+    if op == "diopiDiv":
+        mode = [None, "trunc", "floor"][int(num(a[3][1]))]
+        return [torch.div(t(1), t(2), rounding_mode=mode)]
     return None
+
+
+SHAPES = {}
+
+
+def c_shape(a, k):
+    """The shape of the tensor of argument `k` (set per case by main)."""
+    return SHAPES[int(a[k][1])]
 
 
 def main(path):
@@ -151,6 +200,8 @@ def main(path):
     for c in cases:
         a = parse_args(c["args"])
         ts = [tensor(x) for x in c["tensors"]]
+        SHAPES.clear()
+        SHAPES.update({i: x["shape"] for i, x in enumerate(c["tensors"])})
         t = lambda k: ts[int(a[k][1])]
         outs = compute(c["op"], a, t)
         if outs is None:
