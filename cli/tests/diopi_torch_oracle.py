@@ -7,7 +7,7 @@
 Recomputes the expected outputs of the ops whose references are the least
 obvious (convolution, normalisation, pooling, losses, embedding and
 index_select backward, softmax, reductions, the matmul family, GELU,
-Div's round modes) with PyTorch in
+Div's round modes, SGD/Adam/AdamW through torch.optim's functional forms) with PyTorch in
 float64 (gradients by autograd) and compares them with the runner's:
 float32 expectations to 1e-6, half-precision ones to their own rounding.
 Prints one line per op and exits non-zero on any mismatch. Not run by CI
@@ -19,6 +19,8 @@ import sys
 
 import torch
 import torch.nn.functional as Fn
+from torch.optim.adam import adam as adam_step
+from torch.optim.sgd import sgd as sgd_step
 
 torch.set_default_dtype(torch.float64)
 
@@ -180,6 +182,26 @@ def compute(op, a, t):
         go, x, w = t(3), t(4), t(5)
         gx, gw, gb = vjp(lambda x, w, b: Fn.linear(x, w, b), [x, w, torch.zeros(w.shape[0])], go)
         return [gx, gw, gb if a[2][0] != "Null" else None]
+    if op in ("diopiAdam", "diopiAdamW"):
+        p, g, m, v, vm = (t(k).clone() for k in range(5))
+        lr, b1, b2, eps, wd = (num(a[k][1]) for k in range(5, 10))
+        step, ams = int(num(a[10][1])), a[11][1] == "true"
+        # torch counts the step itself: give it the one before.
+        adam_step(
+            [p], [g], [m], [v], [vm], [torch.tensor(float(step - 1))],
+            decoupled_weight_decay=op == "diopiAdamW", amsgrad=ams,
+            beta1=b1, beta2=b2, lr=lr, weight_decay=wd, eps=eps, maximize=False,
+        )
+        return [p, m, v, vm]
+    if op == "diopiSgd":
+        p, g, buf = t(0).clone(), t(1), t(2).clone()
+        lr, mom, damp, wd = (num(a[k][1]) for k in range(3, 7))
+        sgd_step(
+            [p], [g], [buf if mom != 0 else None],
+            weight_decay=wd, momentum=mom, lr=lr, dampening=damp,
+            nesterov=a[7][1] == "true", maximize=False,
+        )
+        return [p, g, buf]
     if op == "diopiDiv":
         mode = [None, "trunc", "floor"][int(num(a[3][1]))]
         return [torch.div(t(1), t(2), rounding_mode=mode)]
