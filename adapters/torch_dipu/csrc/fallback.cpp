@@ -17,6 +17,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common.h"
 #include "generator.h"
@@ -159,10 +161,34 @@ void swap_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// native_batch_norm updates running_mean and running_var in training
+// though its schema does not mark them written, so cpu_fallback would not
+// copy them back: hand it CPU copies and write those back afterwards.
+void batch_norm_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  size_t n = op.schema().arguments().size();
+  size_t base = stack->size() - n;
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  for (size_t i : {size_t{3}, size_t{4}}) {  // running_mean, running_var
+    c10::IValue& v = (*stack)[base + i];
+    if (!v.isTensor() || !v.toTensor().defined() || v.toTensor().is_cpu()) continue;
+    at::Tensor dev = v.toTensor();
+    at::Tensor cpu = dev.cpu();
+    back.emplace_back(dev, cpu);
+    v = c10::IValue(cpu);
+  }
+  at::native::cpu_fallback(op, stack);
+  for (auto& [dev, cpu] : back) dev.copy_(cpu);
+}
+
 void dipu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   log_call(op, *stack);
   check_devices(op, *stack);
   swap_generators(op, stack);
+  const auto& name = op.schema().operator_name();
+  if (name.name == "aten::native_batch_norm" && name.overload_name.empty()) {
+    batch_norm_on_cpu(op, stack);
+    return;
+  }
   at::native::cpu_fallback(op, stack);
 }
 

@@ -306,3 +306,54 @@ def test_strided_out_and_inplace_views():
     z = torch.zeros((), device="dipu")
     z.add_(torch.tensor(3.0))
     assert z.item() == 3.0 and z.dim() == 0
+
+
+def test_batch_norm_running_stats_also_on_the_fallback():
+    # The fallback must write running_mean/var back too (the schema does not
+    # mark them written): force it and compare with the DIOPI path's result.
+    code = """
+        import torch, torch_dipu
+        torch.manual_seed(0)
+        x = torch.randn(4, 3, 5, 5)
+        bn = torch.nn.BatchNorm2d(3).to("dipu")
+        bn(x.to("dipu"))
+        ref = torch.nn.BatchNorm2d(3)
+        ref(x)
+        print(torch.allclose(bn.running_mean.cpu(), ref.running_mean, atol=1e-6),
+              torch.allclose(bn.running_var.cpu(), ref.running_var, atol=1e-6))
+    """
+    for env in ({}, {"DIPU_FORCE_FALLBACK_OPS_LIST": "native_batch_norm"}):
+        run = _run(code, env=env)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == ["True", "True"], env
+
+
+def test_second_device_uses_its_own_stream():
+    a = torch.arange(12.0).reshape(3, 4)
+    d = a.to("dipu:1")
+    with torch.dipu.device(0):
+        y = (d * 2 + 1).sum(0)
+        z = torch.mm(d, d.t())
+    assert y.device == torch.device("dipu:1") and z.device == torch.device("dipu:1")
+    assert torch.equal(y.cpu(), (a * 2 + 1).sum(0))
+    assert torch.allclose(z.cpu(), a @ a.t())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_elementwise_matmul_softmax(dtype):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 16, generator=g).to(dtype)
+    b = torch.randn(16, 8, generator=g).to(dtype)
+    da, db = a.to("dipu"), b.to("dipu")
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.float16 else dict(atol=1e-1, rtol=5e-2)
+    for got, want in [
+        (da + db.t(), a + b.t()),
+        (da * 2.5, a * 2.5),
+        ((da - 1).relu(), (a - 1).relu()),
+        (torch.sigmoid(da), torch.sigmoid(a)),
+        (da @ db, (a.float() @ b.float()).to(dtype)),
+        (da.softmax(-1), a.float().softmax(-1).to(dtype)),
+        (da.to(torch.float32), a.to(torch.float32)),
+    ]:
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, **tol)
