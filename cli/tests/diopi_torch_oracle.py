@@ -7,7 +7,7 @@
 Recomputes the expected outputs of the ops whose references are the least
 obvious (convolution, normalisation, pooling, losses, embedding and
 index_select backward, softmax, reductions, the matmul family, GELU,
-Div's round modes, SGD/Adam/AdamW through torch.optim's functional forms) with PyTorch in
+Div's round modes, the elementwise and index/shape ops, SGD/Adam/AdamW through torch.optim's functional forms) with PyTorch in
 float64 (gradients by autograd) and compares them with the runner's:
 float32 expectations to 1e-6, half-precision ones to their own rounding.
 Prints one line per op and exits non-zero on any mismatch. Not run by CI
@@ -202,13 +202,69 @@ def compute(op, a, t):
             nesterov=a[7][1] == "true", maximize=False,
         )
         return [p, g, buf]
+    if op in UNARY and [k for k, _ in a] == ["T", "C"]:
+        return [UNARY[op](t(1))]
+    if op in BINARY and [k for k, _ in a] == ["T", "C", "C"]:
+        return [BINARY[op](t(1), t(2))]
+    if op in ("diopiAdd", "diopiSub") and len(a) == 4 and a[2][0] == "C":
+        f = torch.add if op == "diopiAdd" else torch.sub
+        return [f(t(1), t(2), alpha=num(a[3][1]))]
+    if op in ("diopiAddcmul", "diopiAddcdiv"):
+        f = torch.addcmul if op == "diopiAddcmul" else torch.addcdiv
+        return [f(t(1), t(2), t(3), value=num(a[4][1]))]
+    if op == "diopiWhere":
+        return [torch.where(t(1).bool(), t(2), t(3))]
+    if op == "diopiMaskedFillScalar":
+        return [t(1).masked_fill(t(2).bool(), num(a[3][1]))]
+    if op in ("diopiTril", "diopiTriu"):
+        f = torch.tril if op == "diopiTril" else torch.triu
+        return [f(t(1), int(num(a[2][1])))]
+    if op == "diopiEmbedding":
+        return [Fn.embedding(t(2).long(), t(1))]
+    if op == "diopiIndexSelect":
+        return [torch.index_select(t(1), int(num(a[2][1])), t(3).long())]
+    if op in ("diopiCat", "diopiStack"):
+        ts = [TENSORS[i] for i in ints(a[1][1])]
+        f = torch.cat if op == "diopiCat" else torch.stack
+        return [f(ts, int(num(a[3][1])))]
+    if op == "diopiTranspose":
+        return [t(1).transpose(int(num(a[2][1])), int(num(a[3][1])))]
+    if op == "diopiPermute":
+        return [t(1).permute(ints(a[2][1]))]
     if op == "diopiDiv":
         mode = [None, "trunc", "floor"][int(num(a[3][1]))]
         return [torch.div(t(1), t(2), rounding_mode=mode)]
     return None
 
 
+UNARY = {
+    "diopiSqrt": torch.sqrt,
+    "diopiRsqrt": torch.rsqrt,
+    "diopiExp": torch.exp,
+    "diopiLog": torch.log,
+    "diopiNeg": torch.neg,
+    "diopiAbs": torch.abs,
+    "diopiSign": torch.sign,
+    "diopiReciprocal": torch.reciprocal,
+    "diopiSigmoid": torch.sigmoid,
+    "diopiTanh": torch.tanh,
+    "diopiSilu": Fn.silu,
+    "diopiRelu": torch.relu,
+}
+BINARY = {
+    "diopiMul": torch.mul,
+    "diopiMaximum": torch.maximum,
+    "diopiMinimum": torch.minimum,
+    "diopiPowTensor": torch.pow,
+    "diopiEq": torch.eq,
+    "diopiNe": torch.ne,
+    "diopiLt": torch.lt,
+    "diopiLe": torch.le,
+    "diopiGt": torch.gt,
+    "diopiGe": torch.ge,
+}
 SHAPES = {}
+TENSORS = []
 
 
 def c_shape(a, k):
@@ -222,6 +278,7 @@ def main(path):
     for c in cases:
         a = parse_args(c["args"])
         ts = [tensor(x) for x in c["tensors"]]
+        TENSORS[:] = ts
         SHAPES.clear()
         SHAPES.update({i: x["shape"] for i, x in enumerate(c["tensors"])})
         t = lambda k: ts[int(a[k][1])]
@@ -235,7 +292,7 @@ def main(path):
             want = tensor(e["tensor"])
             half = e["tensor"]["dtype"] in ("float16", "bfloat16")
             tol = (1e-2, 1e-2) if half else (1e-6, 1e-6)
-            got = got.detach().reshape(want.shape)
+            got = got.detach().to(torch.float64).reshape(want.shape)
             if not torch.allclose(got, want, atol=tol[0], rtol=tol[1], equal_nan=True):
                 bad.append((e["index"], (got - want).abs().max().item()))
         r = results.setdefault(c["op"], [0, 0])
