@@ -22,7 +22,7 @@ fn main() {
         .filter(|l| l.starts_with("DIOPI_RT_API"))
         .filter_map(|l| {
             let open = l.find('(')?;
-            let start = l[..open].rfind(|c: char| c == ' ' || c == '*')? + 1;
+            let start = l[..open].rfind([' ', '*'])? + 1;
             Some(l[start..open].to_owned())
         })
         .collect();
