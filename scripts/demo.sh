@@ -2,12 +2,14 @@
 # The main job on the embedded host vendor: build dipu, describe the
 # vendor and its devices, run the conformance suite against it (built in
 # and loaded as a plugin), then two ranks as processes all-reducing through
-# the DICL process group (docs/distributed.md), and a few lines of PyTorch
-# on device="dipu" (docs/torch.md; installs .venv-torch on first use).
+# the DICL process group (docs/distributed.md), the host vendor's DIOPI
+# kernel library through `dipu diopi-test` (docs/diopi.md), and a few lines
+# of PyTorch on device="dipu", its ops running on those kernels
+# (docs/torch.md; installs .venv-torch on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh >/dev/null
-cargo build --release --locked -p dipu-cli -p dipu-vendor-host
+cargo build --release --locked -p dipu-cli -p dipu-vendor-host -p dipu-diopi-host -p dipu-ffi
 cargo build --release --locked -p dipu-comm --example allreduce
 ./target/release/dipu info
 ./target/release/dipu selftest
@@ -23,6 +25,10 @@ RANK=1 ./target/release/examples/allreduce
 wait "$rank0"
 
 echo
+echo "the host vendor's DIOPI kernel library against CPU references (dipu diopi-test):"
+./target/release/dipu diopi-test | sed -n '$p'
+
+echo
 echo "PyTorch on dipu (adapters/torch_dipu, built against .venv-torch):"
 ./scripts/torch-env.sh >/dev/null
 python=$(DIPU_BUILD_PROFILE=release ./adapters/torch_dipu/build.sh)
@@ -35,4 +41,14 @@ loss = model(torch.randn(16, 8, device="dipu")).square().mean()
 loss.backward()
 print(f"a Linear's loss {loss.item():.4f}; {torch.dipu.memory_allocated()} bytes on",
       torch.dipu.get_device_name(), f"of {torch.dipu.device_count()}")
+PY
+# The same lines with DIPU_DUMP_OP_ARGS=1: each op names the DIOPI function
+# it ran (or dipu_fallback).
+echo "which kernels ran (DIPU_DUMP_OP_ARGS=1), counted:"
+PYTHONPATH=adapters/torch_dipu DIPU_DUMP_OP_ARGS=1 "$python" - 2>&1 <<'PY' | sed -n 's/^\[\(.*\)\]: \(.*\)$/\2/p' | sort | uniq -c | sort -rn | sed -n 1,12p
+import torch, torch_dipu
+model = torch.nn.Linear(8, 2).to("dipu")
+loss = model(torch.randn(16, 8, device="dipu")).square().mean()
+loss.backward()
+torch.dipu.synchronize()
 PY
