@@ -1,6 +1,7 @@
 //! The cost of guard bytes (`DIPU_MEM_CHECK_GUARD_BYTES=64`) on a cache-hit
-//! allocate + free pair of 4096 bytes (a block the guards keep for reuse)
-//! and of 2 MiB (larger than what they keep) through `Runtime` (BF),
+//! allocate + free pair of 4096 bytes and of 2 MiB (blocks the guards keep
+//! for reuse, checked before each reuse) and of 8 MiB (larger than what
+//! they keep: copied back at free, held until judged) through `Runtime` (BF),
 //! against the same pair with the checker on and no guards: two runtimes
 //! (guards are chosen when a runtime is created), the checker on for both.
 //!
@@ -59,6 +60,7 @@ fn pair(c: &mut Criterion) {
     g.finish();
     paired(&plain, &guarded, 4096, 2_000);
     paired(&plain, &guarded, 2 << 20, 500);
+    paired(&plain, &guarded, 8 << 20, 200);
     assert_eq!(guarded.0.check_guards().unwrap(), 0, "no false positives");
     MemCheck::disable();
     MemCheck::clear();

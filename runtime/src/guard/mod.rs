@@ -3,9 +3,11 @@
 //! of every request, fills them with [`GUARD_PATTERN`] on the allocation's
 //! stream, and at free queues the copy of the guards back to the host on
 //! that stream (after the work queued on the other streams that used the
-//! block), gives the block back to the allocator at once (stream order
-//! keeps its next user behind the copy), and has the memory checker judge
-//! the copy once an event after it has completed.
+//! block), holds the block until an event after the copy has completed
+//! (polled at the next allocation or free; no wait), has the memory
+//! checker judge the copy, and then gives the block back to the allocator.
+//! Small blocks freed on their own stream are kept for reuse instead
+//! ([`reuse`]), their guards checked before each reuse.
 //!
 //! With `DIPU_MEM_CHECK_POISON=1` a freed block is also filled with the
 //! poison pattern on its stream and held in a quarantine before it goes
@@ -74,6 +76,10 @@ struct Pending {
     copy: Vec<u8>,
     /// Recorded on the allocation's stream after the copy.
     done: PooledEvent,
+    /// The checker still holds the block (not poisoned): it goes back to
+    /// the allocator once its guards are judged, so that no allocation
+    /// gets its pointer before the report can name the freed allocation.
+    held: bool,
 }
 
 #[derive(Default)]
@@ -176,8 +182,12 @@ impl Guarded {
         let state = self.state.lock();
         let front = self.sizes.front;
         let kept = state.reuse.users();
+        let checking = state.pending.iter().filter(|p| p.held).map(|p| p.user);
         let quarantined = state.quarantine.iter().map(|q| q.user());
-        kept.chain(quarantined).map(|user| user - front).collect()
+        kept.chain(checking)
+            .chain(quarantined)
+            .map(|user| user - front)
+            .collect()
     }
 
     /// The block's bytes with its guards (what the allocator holds).
@@ -310,6 +320,12 @@ impl Guarded {
             let bad = self.judge(p.user, &mut p.live, [front, back], true);
             found += bad;
             state.judged += bad;
+            if p.held {
+                let base = (p.user - self.sizes.front) as *mut c_void;
+                if let Err(e) = self.inner.free(base) {
+                    tracing::warn!("dipu memcheck: giving a checked block back: {e}");
+                }
+            }
         }
         Ok(found)
     }
@@ -326,19 +342,12 @@ impl Guarded {
             }
         };
         let held = self.poison(user, &live);
-        if held.is_none() {
-            if let Err(e) = self.inner.free((user - self.sizes.front) as *mut c_void) {
-                // The copy writes into `copy`: let it finish first.
-                let _ = done.synchronize();
-                state.live.insert(user, live);
-                return Err(e);
-            }
-        }
         state.pending.push(Pending {
             user,
             live,
             copy,
             done,
+            held: held.is_none(),
         });
         let settled = self.settle(state, false);
         if let Some(q) = held {
@@ -403,8 +412,7 @@ impl DeviceAllocator for Handle {
             return g.inner.allocate(0, stream);
         }
         if g.quarantine.is_none() && bytes <= reuse::MAX_KEPT_BLOCK {
-            let mut state = g.state.lock();
-            if let Some(user) = g.reuse(&mut state, bytes, stream) {
+            if let Some(user) = g.reuse(bytes, stream) {
                 return Ok(Allocation {
                     ptr: user as *mut c_void,
                     size: bytes,
@@ -429,6 +437,7 @@ impl DeviceAllocator for Handle {
                 // more.
                 let mut state = g.state.lock();
                 let n = g.flush_kept(&mut state)? + g.flush(&mut state)?;
+                let n = n + state.pending.iter().filter(|p| p.held).count();
                 g.settle(&mut state, true)?;
                 drop(state);
                 if n == 0 {
@@ -465,11 +474,9 @@ impl DeviceAllocator for Handle {
         }
         let mut state = g.state.lock();
         if !state.pending.is_empty() {
-            // A free of this very pointer still being checked is finished
-            // first, so that its report names that allocation, not this one.
-            let wait = state.pending.iter().any(|p| p.user == user);
-            // A failed check is logged; the allocation stands.
-            if let Err(e) = g.settle(&mut state, wait) {
+            // Frees whose copies are done are judged (and their blocks
+            // given back). A failed check is logged; the allocation stands.
+            if let Err(e) = g.settle(&mut state, false) {
                 tracing::warn!("dipu memcheck: checking the guards of freed blocks: {e}");
             }
         }

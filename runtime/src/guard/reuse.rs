@@ -10,14 +10,14 @@
 //! for blocks up to [`WHOLE_BLOCK_READ`], else one per guard). A block
 //! found overwritten is reported and given back to the allocator (the next
 //! allocation there refills its guards); an intact one is handed out. When
-//! the stream is still busy the kept block is left where it is (it would
-//! need a wait) and the allocation takes a fresh block from the allocator.
+//! the stream is still busy the reuse waits for it first (the trade: see
+//! `docs/memcheck.md`).
 //! Kept blocks also leave, checked as at a free, when the kept bytes are
 //! full, at `empty_cache`, when the allocator runs out, and at a check of
 //! every guard (and so at shutdown and at process exit).
 //!
-//! So a cache-hit pair on an idle stream queues no device work and reads
-//! the block back once, synchronously, without a wait.
+//! So a cache-hit pair queues no device work: on an idle stream it reads
+//! the block (or its guards) back once, synchronously.
 
 use std::collections::HashMap;
 
@@ -26,10 +26,10 @@ use dipu_stream::Stream;
 
 use super::{Guarded, Live, State};
 
-/// The largest allocation kept (1 MiB).
-pub(super) const MAX_KEPT_BLOCK: usize = 1 << 20;
-/// The most bytes (with guards) kept per device (16 MiB).
-pub(super) const MAX_KEPT_BYTES: usize = 16 << 20;
+/// The largest allocation kept (4 MiB).
+pub(super) const MAX_KEPT_BLOCK: usize = 4 << 20;
+/// The most bytes (with guards) kept per device (32 MiB).
+pub(super) const MAX_KEPT_BYTES: usize = 32 << 20;
 /// Blocks (with guards) up to this size are read back whole in one copy
 /// when checked before reuse; larger ones guard by guard.
 pub(super) const WHOLE_BLOCK_READ: usize = 64 << 10;
@@ -52,18 +52,16 @@ impl Reuse {
 impl Guarded {
     /// Takes a kept block of `bytes` on `stream` whose guards are intact
     /// (checked now, naming the freed allocation if not): the new live
-    /// allocation's user pointer, or `None` (nothing kept, the stream still
-    /// busy, or the guards overwritten: the caller allocates afresh).
-    pub(super) fn reuse(&self, state: &mut State, bytes: usize, stream: Stream) -> Option<usize> {
-        let list = state.reuse.by_key.get_mut(&(stream, bytes))?;
-        let &user = list.last()?;
-        // The freed allocation's work must be done before its guards are
-        // read: a busy stream keeps the block for later rather than wait.
-        if !matches!(stream.query(), Ok(true)) {
-            return None;
-        }
-        list.pop();
-        state.reuse.bytes -= self.total(bytes);
+    /// allocation's user pointer, or `None` (nothing kept, or the guards
+    /// overwritten: the caller allocates afresh). Waits for the stream
+    /// first when it is still busy (without holding the state's lock).
+    pub(super) fn reuse(&self, bytes: usize, stream: Stream) -> Option<usize> {
+        let user = {
+            let mut state = self.state.lock();
+            let user = state.reuse.by_key.get_mut(&(stream, bytes))?.pop()?;
+            state.reuse.bytes -= self.total(bytes);
+            user
+        };
         let mut freed = Live {
             bytes,
             stream,
@@ -71,13 +69,20 @@ impl Guarded {
             reported: [false; 2],
             uses: 1,
         };
-        let intact = match self.check_kept(user, &mut freed) {
+        // The freed allocation's work must be done before its guards are
+        // read: on a busy stream, wait for it.
+        let ready = match stream.query() {
+            Ok(true) => Ok(()),
+            _ => stream.synchronize(),
+        };
+        let intact = match ready.and_then(|()| self.check_kept(user, &mut freed)) {
             Ok(found) => found == 0,
             Err(e) => {
                 tracing::warn!("dipu memcheck: checking a kept block's guards: {e}");
                 false
             }
         };
+        let mut state = self.state.lock();
         if !intact {
             // Reported (or unreadable): back to the allocator, whose next
             // allocation refills the guards.
