@@ -634,3 +634,60 @@ fn dipu_profile_writes_the_trace_at_exit() {
         "{alloc:?}"
     );
 }
+
+/// Runs `tests/c/exit_overrun.c <mode>` with the checker and 64 guard
+/// bytes (nothing checks or shuts down before exit); returns its output and
+/// the checker's log.
+fn run_exit_overrun(mode: &str) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with(
+        dir.path(),
+        "gcc",
+        "c11",
+        "exit_overrun.c",
+        &["-O0", "-rdynamic"],
+    );
+    let log = dir.path().join("memcheck.log");
+    let out = Command::new(&exe)
+        .arg(mode)
+        .env_remove("DIPU_VENDOR")
+        .env("DIPU_MEM_CHECK", "1")
+        .env("DIPU_MEM_CHECK_ENABLE_BACKTRACE", "1")
+        .env("DIPU_MEM_CHECK_GUARD_BYTES", "64")
+        .env("DIPU_MEM_CHECK_LOG_FILE", &log)
+        .output()
+        .expect("run exit_overrun.c");
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    (out, log)
+}
+
+/// An overrun of a freed block that nothing checked is reported at process
+/// exit (return from `main`, `exit`, a kept block, a block not kept),
+/// naming the allocation and the line that allocated it.
+#[test]
+fn memcheck_reports_an_unchecked_c_overrun_at_exit() {
+    for (mode, bytes) in [("return", 1000), ("exit", 1000), ("big", 8 << 20)] {
+        let (out, log) = run_exit_overrun(mode);
+        assert_ok(&out, "exit_overrun.c");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("overran and freed"), "{mode}: {stdout}");
+        let line = "dipu memcheck: out-of-bounds write: the guard after the end of";
+        assert_eq!(log.matches(line).count(), 1, "{mode}: {log}");
+        let at = format!("offset +{bytes} (0 bytes past the end)");
+        assert!(log.contains(&at), "{mode}: {log}");
+        assert!(
+            log.contains(&format!("{bytes} bytes on device 0")),
+            "{mode}: {log}"
+        );
+        assert!(log.contains("found at its free"), "{mode}: {log}");
+        assert!(
+            log.contains("overrun_and_free"),
+            "{mode}: the allocation's function: {log}"
+        );
+        let report = &log[log.find("==== dipu memcheck report").expect(&log)..];
+        assert!(
+            report.contains("1 invalid frees/accesses"),
+            "{mode}: {report}"
+        );
+    }
+}

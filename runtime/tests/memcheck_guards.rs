@@ -360,3 +360,80 @@ fn threads_with_their_own_streams_report_nothing() {
     assert!(report.is_clean(), "{report:?}");
     assert!(report.memcheck.unwrap().violations.is_empty());
 }
+
+/// The child's part of [`an_overrun_nobody_checked_is_reported_at_exit`]:
+/// with `DIPU_TEST_EXIT_CHILD=<bytes>` (and the checker's variables set by
+/// the parent), allocates `bytes`, writes two bytes just past the end on
+/// the allocation's stream, frees and exits (`exit`, as a C program's
+/// return from `main` does) without any check or shutdown. Without the
+/// variable it does nothing.
+#[test]
+fn exit_child() {
+    let Ok(bytes) = std::env::var("DIPU_TEST_EXIT_CHILD") else {
+        return;
+    };
+    let bytes: usize = bytes.parse().unwrap();
+    let rt = runtime(Algorithm::BestFit, false);
+    assert_eq!(
+        rt.guard_bytes(),
+        Some((512, GUARD)),
+        "the parent's variables"
+    );
+    let s = rt.context().stream_from_pool(0, false).unwrap();
+    let p = rt.allocate_raw(bytes, s).unwrap();
+    stray_write(&rt, p as usize + bytes, &s);
+    stray_write(&rt, p as usize + bytes + 1, &s);
+    rt.free_raw(0, p).unwrap();
+    println!("child freed {:#x}", p as usize);
+    std::process::exit(0);
+}
+
+/// A write past the end of a freed block that nothing checked (no check,
+/// no shutdown, no later allocation) is reported at process exit, naming
+/// the allocation: a kept block (1000 bytes, 4 MiB) and one not kept
+/// (8 MiB). Runs this test binary again as the child, on the vendor of the
+/// environment.
+#[test]
+fn an_overrun_nobody_checked_is_reported_at_exit() {
+    let _g = LOCK.lock();
+    for bytes in [1000usize, 4 << 20, 8 << 20] {
+        let dir = std::env::temp_dir().join(format!(
+            "dipu-memcheck-exit-{}-{bytes}.log",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&dir);
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "exit_child", "--nocapture", "--test-threads=1"])
+            .env("DIPU_TEST_EXIT_CHILD", bytes.to_string())
+            .env("DIPU_MEM_CHECK", "1")
+            .env("DIPU_MEM_CHECK_ENABLE_BACKTRACE", "1")
+            .env("DIPU_MEM_CHECK_GUARD_BYTES", GUARD.to_string())
+            .env_remove("DIPU_MEM_CHECK_POISON")
+            .env("DIPU_MEM_CHECK_LOG_FILE", &dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{bytes}: {out:?}");
+        assert!(stdout.contains("child freed"), "{bytes}: {stdout}");
+        let log = std::fs::read_to_string(&dir).unwrap_or_default();
+        let _ = std::fs::remove_file(&dir);
+        let line = "dipu memcheck: out-of-bounds write: the guard after the end of";
+        assert_eq!(log.matches(line).count(), 1, "{bytes}: {log}");
+        let at = format!("offset +{bytes} (0 bytes past the end)");
+        assert!(log.contains(&at), "{bytes}: {log}");
+        assert!(
+            log.contains("bytes found from there: ab ab fd"),
+            "{bytes}: {log}"
+        );
+        assert!(log.contains("found at its free"), "{bytes}: {log}");
+        assert!(
+            log.contains("memcheck_guards::exit_child"),
+            "{bytes}: {log}"
+        );
+        let report = &log[log.find("==== dipu memcheck report").expect(&log)..];
+        assert!(
+            report.contains("1 invalid frees/accesses"),
+            "{bytes}: {report}"
+        );
+    }
+}
