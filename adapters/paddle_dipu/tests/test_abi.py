@@ -1,0 +1,147 @@
+"""The plugin's side of Paddle's C interface, without Paddle's loader:
+the wheel's header layout, what InitPlugin fills, and its refusals."""
+
+import ctypes
+import os
+import subprocess
+import tempfile
+
+import paddle
+import paddle_dipu
+
+SLOT = 8
+INTERFACE_SIZE = 1128
+PARAMS_SIZE = 96
+
+# Slot indices (8-byte words) of C_DeviceInterface in paddlepaddle 3.3.1.
+SLOTS = {
+    "size": 0, "initialize": 1, "finalize": 2, "init_device": 3, "set_device": 4, "get_device": 5,
+    "deinit_device": 6, "create_stream": 7, "destroy_stream": 8, "query_stream": 9,
+    "stream_add_callback": 10, "create_event": 11, "record_event": 12, "destroy_event": 13,
+    "query_event": 14, "synchronize_device": 15, "synchronize_stream": 16, "synchronize_event": 17,
+    "stream_wait_event": 18, "device_memory_allocate": 27, "device_memory_deallocate": 28,
+    "device_memory_set": 29, "host_memory_allocate": 30, "host_memory_deallocate": 31,
+    "unified_memory_allocate": 32, "unified_memory_deallocate": 33, "memory_copy_h2d": 34,
+    "memory_copy_d2h": 35, "memory_copy_d2d": 36, "memory_copy_p2p": 37, "async_memory_copy_h2d": 38,
+    "async_memory_copy_d2h": 39, "async_memory_copy_d2d": 40, "async_memory_copy_p2p": 41,
+    "get_device_count": 50, "get_device_list": 51, "device_memory_stats": 52,
+    "device_min_chunk_size": 53, "device_max_chunk_size": 54, "device_max_alloc_size": 55,
+    "device_extra_padding_size": 56, "device_init_alloc_size": 57, "device_realloc_size": 58,
+    "get_compute_capability": 59, "get_device_properties": 60, "get_runtime_version": 61,
+    "get_driver_version": 62, "get_multi_process": 63, "get_max_threads_per_mp": 64,
+    "get_max_threads_per_block": 65, "get_max_grid_dim_size": 66, "is_float16_supported": 67,
+    "is_bfloat16_supported": 68, "is_dnn_supported": 69, "init_eigen_device": 70,
+    "destroy_eigen_device": 71, "xccl_get_comm_name": 80, "xccl_get_unique_id_size": 81,
+    "xccl_get_unique_id": 82, "xccl_comm_init_rank": 83, "xccl_destroy_comm": 84,
+    "xccl_all_reduce": 85, "xccl_broadcast": 86, "xccl_reduce": 87, "xccl_all_gather": 88,
+    "xccl_reduce_scatter": 89, "xccl_group_start": 90, "xccl_group_end": 91, "xccl_send": 92,
+    "xccl_recv": 93, "xccl_all_to_all": 94, "profiler_initialize": 103, "profiler_finalize": 104,
+    "profiler_prepare_tracing": 105, "profiler_start_tracing": 106, "profiler_stop_tracing": 107,
+    "profiler_collect_trace_data": 108, "init_blas_handle": 117, "blas_set_math_mode": 118,
+    "init_blaslt_handle": 119, "destroy_blas_handle": 120, "destroy_blaslt_handle": 121,
+    "cuda_stream_begin_capture": 122, "cuda_stream_end_captrue": 123, "cuda_graph_launch": 124,
+    "cuda_graph_destroy": 125, "cuda_graph_exec_destroy": 126, "cuda_graph_instantiate": 127,
+    "cuda_graph_get_nodes": 128, "cuda_stream_capture_info": 129,
+    "get_parameter_setter_for_exec_graph": 130, "cuda_graph_debug_dot_print": 131,
+    "cuda_thread_exchange_stream_capthure_mode": 132, "blas_axpby": 133,
+}
+# What the plugin leaves NULL (Paddle's fallback applies: docs/paddle.md).
+UNSET = {
+    "unified_memory_allocate", "unified_memory_deallocate", "device_max_chunk_size",
+    "device_init_alloc_size", "device_realloc_size", "get_device_properties",
+    "get_max_threads_per_mp", "get_max_threads_per_block", "get_max_grid_dim_size",
+    "init_eigen_device", "destroy_eigen_device", "xccl_all_to_all", "init_blas_handle",
+    "blas_set_math_mode", "init_blaslt_handle", "destroy_blas_handle", "destroy_blaslt_handle",
+    "cuda_stream_begin_capture", "cuda_stream_end_captrue", "cuda_graph_launch",
+    "cuda_graph_destroy", "cuda_graph_exec_destroy", "cuda_graph_instantiate",
+    "cuda_graph_get_nodes", "cuda_stream_capture_info", "get_parameter_setter_for_exec_graph",
+    "cuda_graph_debug_dot_print", "cuda_thread_exchange_stream_capthure_mode", "blas_axpby",
+}
+MANDATORY = [
+    "set_device", "get_device", "create_event", "record_event", "destroy_event", "synchronize_event",
+    "device_memory_allocate", "device_memory_deallocate", "get_device_count", "get_device_list",
+]
+
+
+def test_header_layout_matches_the_table():
+    """Offsets, sizes and enum values of the wheel's own device_ext.h."""
+    header = os.path.join(paddle.sysconfig.get_include(), "paddle/phi/backends/device_ext.h")
+    assert os.path.isfile(header), header
+    lines = ['#include "paddle/phi/backends/device_ext.h"', "#include <cstdio>", "#include <cstddef>", "int main() {"]
+    lines.append('printf("sizeof %zu %zu\\n", sizeof(C_DeviceInterface), sizeof(CustomRuntimeParams));')
+    for name in SLOTS:
+        lines.append(f'printf("{name} %zu\\n", offsetof(C_DeviceInterface, {name}));')
+    for name in ("size", "interface", "version", "device_type", "sub_device_type", "pir_default_passes", "reserved"):
+        lines.append(f'printf("params.{name} %zu\\n", offsetof(CustomRuntimeParams, {name}));')
+    enums = ["C_SUCCESS", "C_WARNING", "C_FAILED", "C_ERROR", "C_INTERNAL_ERROR", "BOOL", "UINT8", "UINT16",
+             "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FLOAT16", "FLOAT32", "FLOAT64", "BFLOAT16",
+             "COMPLEX64", "COMPLEX128", "SUM", "AVG", "MAX", "MIN", "PRODUCT"]
+    for e in enums:
+        lines.append(f'printf("enum.{e} %d\\n", (int){e});')
+    lines.append('printf("version %d.%d.%d\\n", PADDLE_CUSTOM_RUNTIME_MAJOR_VERSION, '
+                 'PADDLE_CUSTOM_RUNTIME_MINOR_VERSION, PADDLE_CUSTOM_RUNTIME_PATCH_VERSION);')
+    lines.append("return 0; }")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "layout.cc"), os.path.join(tmp, "layout")
+        with open(src, "w") as f:
+            f.write("\n".join(lines))
+        subprocess.run(["g++", "-std=c++17", "-I", paddle.sysconfig.get_include(), src, "-o", exe], check=True)
+        out = dict(line.split(" ", 1) for line in subprocess.run([exe], check=True, capture_output=True,
+                                                                   text=True).stdout.splitlines())
+    assert out["sizeof"] == f"{INTERFACE_SIZE} {PARAMS_SIZE}"
+    for name, slot in SLOTS.items():
+        assert int(out[name]) == slot * SLOT, name
+    assert [int(out[f"params.{n}"]) for n in ("size", "interface", "version", "device_type", "sub_device_type",
+                                               "pir_default_passes", "reserved")] == [0, 8, 16, 40, 48, 56, 64]
+    assert [int(out[f"enum.{e}"]) for e in enums] == [0, 1, 2, 3, 4] + list(range(1, 16)) + [0, 1, 2, 3, 4]
+    assert out["version"] == "0.1.1"
+
+
+class Params(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("interface", ctypes.c_void_p),
+        ("version", ctypes.c_size_t * 3),
+        ("device_type", ctypes.c_char_p),
+        ("sub_device_type", ctypes.c_char_p),
+        ("pir_default_passes", ctypes.c_void_p),
+        ("reserved", ctypes.c_char * 32),
+    ]
+
+
+assert ctypes.sizeof(Params) == PARAMS_SIZE
+
+
+def init_plugin(params_size=PARAMS_SIZE, interface_size=INTERFACE_SIZE):
+    lib = ctypes.CDLL(paddle_dipu.plugin_path())
+    iface = (ctypes.c_uint64 * (INTERFACE_SIZE // SLOT))()
+    iface[0] = interface_size
+    p = Params(size=params_size, interface=ctypes.addressof(iface))
+    lib.InitPlugin(ctypes.byref(p))
+    return p, iface
+
+
+def test_init_plugin_fills_every_slot_it_serves():
+    p, iface = init_plugin()
+    assert p.device_type == b"dipu"
+    assert list(p.version) == [0, 1, 1]
+    assert iface[0] == INTERFACE_SIZE
+    for name in MANDATORY:
+        assert iface[SLOTS[name]], name
+    for name, slot in SLOTS.items():
+        if name == "size":
+            continue
+        assert bool(iface[slot]) == (name not in UNSET), name
+    # Reserved words stay zero.
+    named = set(SLOTS.values())
+    assert all(iface[i] == 0 for i in range(INTERFACE_SIZE // SLOT) if i not in named)
+
+
+def test_init_plugin_refuses_other_layouts(capfd):
+    for params_size, interface_size in ((PARAMS_SIZE, 904), (88, INTERFACE_SIZE), (88, 904)):
+        p, iface = init_plugin(params_size, interface_size)
+        assert p.device_type is None
+        assert list(p.version) == [0, 0, 0]
+        assert not any(iface[1:])
+        err = capfd.readouterr().err
+        assert "paddle_dipu: refusing to load" in err and f"{interface_size} bytes" in err, err
