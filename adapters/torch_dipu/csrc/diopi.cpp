@@ -239,6 +239,7 @@ TList::TList(const std::vector<at::Tensor>& ts) {
   descs_.reserve(ts.size());
   handles_.reserve(ts.size());
   for (const auto& t : ts) {
+    TORCH_CHECK(t.defined(), "dipu: an undefined tensor in a DIOPI tensor list");
     T d(t);
     descs_.push_back(*static_cast<diopiTensorHandle_t>(d));
   }

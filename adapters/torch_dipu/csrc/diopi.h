@@ -14,15 +14,15 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/ArrayRef.h>
 
-#include <cstdint>
+#include <torch/library.h>
+
 #include <array>
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
-#include <string>
 #include <vector>
-
-#include <torch/library.h>
 
 #include "common.h"
 #include "diopi/dipu_diopi.h"
@@ -87,7 +87,7 @@ inline diopiSize_t Z(c10::IntArrayRef a) {
   return diopiSize_t{a.data(), static_cast<int64_t>(a.size())};
 }
 
-// A contiguous copy of a tensor list's descriptors, for Cat.
+// The descriptors of a list of defined tensors, contiguous, for Cat.
 class TList {
  public:
   explicit TList(const std::vector<at::Tensor>& ts);
@@ -104,8 +104,9 @@ diopiGeneratorHandle_t generator(int32_t device);
 
 // ---- one wrapped ATen op ---------------------------------------------------
 
-// Guards `device`; prints the level-2/3 dump of its arguments (add() below);
-// makes the context on the first call(), destroys it at the end.
+// One wrapped ATen op: guards `device`; at the first DIOPI call (ctx())
+// prints the level-1 dump line and makes the context on the device's current
+// stream; destroys it when the wrapper returns (the kernels stay queued).
 class Scope {
  public:
   Scope(const char* op, c10::Device device);
@@ -113,8 +114,10 @@ class Scope {
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
-  // Checks the status of DIOPI function `fn` and syncs in DIPU_SYNC_EXEC_MODE.
+  // Checks the status of DIOPI function `fn` (throws with the library's
+  // last error, or NeedsFallback) and syncs in DIPU_SYNC_EXEC_MODE.
   void check(const char* fn, diopiError_t status);
+  // The context for a call of `fn` (printed at DIPU_DUMP_OP_ARGS >= 1).
   diopiContextHandle_t ctx(const char* fn);
   int32_t device() const { return device_; }
   const char* op() const { return op_; }
