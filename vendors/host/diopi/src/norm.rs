@@ -235,26 +235,39 @@ pub fn layer_norm(
             if d == 0 {
                 return;
             }
-            o.par_chunks_mut(d)
-                .zip(stats.par_iter_mut())
+            // blocks of rows per task: rayon's overhead stays small next to the work
+            let per = (8192 / d).max(1);
+            o.par_chunks_mut(per * d)
+                .zip(stats.par_chunks_mut(per))
                 .enumerate()
-                .for_each(|(r, (dst, st))| {
-                    let src = &xs[r * d..][..d];
-                    let mean = src.iter().map(|v| v.to_f64()).sum::<f64>() / d as f64;
-                    let var =
-                        src.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / d as f64;
-                    let rstd = 1.0 / (var + eps).sqrt();
-                    *st = (mean, rstd);
-                    let (mc, rc) = (C::from_f64(mean), C::from_f64(rstd));
-                    for (j, (dv, &v)) in dst.iter_mut().zip(src).enumerate() {
-                        let mut y = v.sub(mc).mul(rc);
+                .for_each(|(blk, (dsts, sts))| {
+                    for (k, (dst, st)) in dsts.chunks_mut(d).zip(sts.iter_mut()).enumerate() {
+                        let src = &xs[(blk * per + k) * d..][..d];
+                        let mean = src.iter().map(|v| v.to_f64()).sum::<f64>() / d as f64;
+                        let var = src
+                            .iter()
+                            .map(|v| {
+                                let c = v.to_f64() - mean;
+                                c * c
+                            })
+                            .sum::<f64>()
+                            / d as f64;
+                        let rstd = 1.0 / (var + eps).sqrt();
+                        *st = (mean, rstd);
+                        let (mc, rc) = (C::from_f64(mean), C::from_f64(rstd));
+                        for (dv, &v) in dst.iter_mut().zip(src) {
+                            *dv = v.sub(mc).mul(rc);
+                        }
                         if let Some(w) = &ws {
-                            y = y.mul(w[j]);
+                            for (dv, &wj) in dst.iter_mut().zip(w.iter()) {
+                                *dv = dv.mul(wj);
+                            }
                         }
                         if let Some(b) = &bs {
-                            y = y.add(b[j]);
+                            for (dv, &bj) in dst.iter_mut().zip(b.iter()) {
+                                *dv = dv.add(bj);
+                            }
                         }
-                        *dv = y;
                     }
                 });
         });

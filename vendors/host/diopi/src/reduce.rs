@@ -2,8 +2,9 @@
 //! a dimension. Inputs are read through any strides into a contiguous
 //! copy in the compute type; outputs are written through their strides.
 
-use crate::elementwise::{kind_of, Kind};
+use crate::elementwise::{kind_of, Float, Kind};
 use crate::view::{contiguous_strides, for_each_offset, read, with_out, write, Num, TView};
+use rayon::prelude::*;
 
 /// (outer, len, inner) of a contiguous shape split around `dim`.
 pub fn split(shape: &[i64], dim: usize) -> (usize, usize, usize) {
@@ -159,10 +160,43 @@ pub fn argmax(out: &TView, x: &TView, dim: Option<usize>) {
 
 /// Softmax (or log-softmax) of `x` along `dim` into `out` (same shape).
 pub fn softmax(out: &TView, x: &TView, dim: usize, log: bool) {
-    fn go<C: crate::elementwise::Float>(out: &TView, x: &TView, dim: usize, log: bool) {
+    fn go<C: Float>(out: &TView, x: &TView, dim: usize, log: bool) {
         let xs = read::<C>(x);
         let (outer, len, inner) = split(x.shape(), dim);
+        if xs.is_empty() {
+            return;
+        }
         with_out::<C>(out, &[x], |o| {
+            if inner == 1 {
+                // contiguous rows, blocks of rows per rayon task
+                let per = (8192 / len).max(1);
+                o.par_chunks_mut(per * len)
+                    .enumerate()
+                    .for_each(|(blk, dsts)| {
+                        let src = &xs[blk * per * len..][..dsts.len()];
+                        for (dst, row) in dsts.chunks_mut(len).zip(src.chunks(len)) {
+                            let m = row.iter().fold(row[0], |a, &b| a.max_nan(b));
+                            let mut s = C::default();
+                            for (d, &v) in dst.iter_mut().zip(row) {
+                                let e = v.sub(m).exp();
+                                *d = e;
+                                s = s.add(e);
+                            }
+                            if log {
+                                let ls = s.ln().add(m);
+                                for (d, &v) in dst.iter_mut().zip(row) {
+                                    *d = v.sub(ls);
+                                }
+                            } else {
+                                let inv = C::from_i64(1).div(s);
+                                for d in dst.iter_mut() {
+                                    *d = d.mul(inv);
+                                }
+                            }
+                        }
+                    });
+                return;
+            }
             for ob in 0..outer {
                 for i in 0..inner {
                     let base = ob * len * inner + i;
@@ -197,30 +231,50 @@ pub fn softmax(out: &TView, x: &TView, dim: usize, log: bool) {
 
 /// Softmax backward (`log`: log-softmax backward) from the forward output `y`.
 pub fn softmax_backward(gi: &TView, go_: &TView, y: &TView, dim: usize, log: bool) {
-    fn go<C: crate::elementwise::Float>(gi: &TView, g: &TView, y: &TView, dim: usize, log: bool) {
+    fn go<C: Float>(gi: &TView, g: &TView, y: &TView, dim: usize, log: bool) {
         let gs = read::<C>(g);
         let ys = read::<C>(y);
         let (outer, len, inner) = split(y.shape(), dim);
+        if ys.is_empty() {
+            return;
+        }
+        let row = |o: &mut [C], base: usize| {
+            let mut s = C::default();
+            for k in 0..len {
+                let j = base + k * inner;
+                s = if log {
+                    s.add(gs[j])
+                } else {
+                    s.add(gs[j].mul(ys[j]))
+                };
+            }
+            (0..len).map(move |k| base + k * inner).for_each(|j| {
+                o[j - base] = if log {
+                    gs[j].sub(ys[j].exp().mul(s))
+                } else {
+                    ys[j].mul(gs[j].sub(s))
+                };
+            });
+        };
         with_out::<C>(gi, &[g, y], |o| {
+            if inner == 1 {
+                let per = (8192 / len).max(1);
+                o.par_chunks_mut(per * len)
+                    .enumerate()
+                    .for_each(|(blk, dsts)| {
+                        for (r, dst) in dsts.chunks_mut(len).enumerate() {
+                            row(dst, (blk * per + r) * len);
+                        }
+                    });
+                return;
+            }
+            let mut tmp = vec![C::default(); (len - 1) * inner + 1];
             for ob in 0..outer {
                 for i in 0..inner {
                     let base = ob * len * inner + i;
-                    let mut s = C::default();
+                    row(&mut tmp, base);
                     for k in 0..len {
-                        let j = base + k * inner;
-                        s = if log {
-                            s.add(gs[j])
-                        } else {
-                            s.add(gs[j].mul(ys[j]))
-                        };
-                    }
-                    for k in 0..len {
-                        let j = base + k * inner;
-                        o[j] = if log {
-                            gs[j].sub(ys[j].exp().mul(s))
-                        } else {
-                            ys[j].mul(gs[j].sub(s))
-                        };
+                        o[base + k * inner] = tmp[k * inner];
                     }
                 }
             }
