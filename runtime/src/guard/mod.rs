@@ -247,10 +247,12 @@ impl Guarded {
 
     /// Copies `bytes` of device memory at `addr` back to the host.
     fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
-        let mut host = vec![0u8; bytes];
+        // Not zeroed first: the copy writes every byte.
+        let mut host: Vec<u8> = Vec::with_capacity(bytes);
         let _g = DeviceGuard::new(self.ctx, self.device())?;
         // SAFETY: `addr..addr + bytes` lies inside a block this allocator
-        // holds (a guard), and `host` has room for `bytes` bytes.
+        // holds (a guard or a kept block), and `host` has room for `bytes`
+        // bytes.
         unsafe {
             self.ctx.api().memcpy(
                 host.as_mut_ptr().cast(),
@@ -259,6 +261,8 @@ impl Guarded {
                 CopyKind::DeviceToHost,
             )?
         };
+        // SAFETY: the synchronous copy above initialised all `bytes`.
+        unsafe { host.set_len(bytes) };
         Ok(host)
     }
 
