@@ -1,4 +1,4 @@
-//! The integration tests load libdiopi_impl_host.so into the test
+//! The integration tests and examples load libdiopi_impl_host.so into the test
 //! executable, whose diopirt functions (from dipu-diopi) must be exported
 //! for the library's undefined references to resolve.
 
@@ -6,5 +6,6 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-link-arg-tests=-rdynamic");
+        println!("cargo:rustc-link-arg-examples=-rdynamic");
     }
 }

@@ -24,6 +24,9 @@ fn time(name: &str, mut f: impl FnMut()) {
 }
 
 fn main() {
+    // examples export their symbols (-rdynamic, for `overhead`): the library's
+    // entry points then need the diopirt functions dipu-diopi defines
+    dipu_diopi::keep_exports();
     let (m, k, n) = (1024usize, 256usize, 768usize);
     let mut a = vec![0.5f32; m * k];
     let mut w = vec![0.25f32; n * k];

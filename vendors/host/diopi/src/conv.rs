@@ -180,14 +180,17 @@ fn forward_c<C: Gemm>(out: &TView, x: &TView, wt: &TView, bias: Option<&TView>, 
                 }
             }
         };
-        par_samples(g.n, sample);
+        par_samples(g.n, g.n * g.o * kr * ohw, sample);
     });
 }
 
 /// Runs `f(n, scratch)` for every sample, across rayon workers.
-fn par_samples<C: Send>(n: usize, f: impl Fn(usize, &mut Vec<C>) + Sync) {
+/// Below this many multiply-adds a convolution stays on the calling thread.
+const PAR_MACS: usize = 1 << 18;
+
+fn par_samples<C: Send>(n: usize, macs: usize, f: impl Fn(usize, &mut Vec<C>) + Sync) {
     let threads = rayon::current_num_threads().max(1);
-    if n <= 1 || threads == 1 {
+    if n <= 1 || threads == 1 || macs < PAR_MACS {
         let mut s = Vec::new();
         (0..n).for_each(|i| f(i, &mut s));
         return;
@@ -239,40 +242,41 @@ fn backward_c<C: Gemm>(
     let one = C::from_i64(1);
     if let Some(gw) = gw {
         let xs = read::<C>(x);
-        let threads = rayon::current_num_threads().max(1).min(g.n.max(1));
-        let chunk = g.n.div_ceil(threads).max(1);
+        let macs = g.n * g.o * kr * ohw;
+        let threads = if macs < PAR_MACS {
+            1
+        } else {
+            rayon::current_num_threads().max(1)
+        };
+        let chunk = g.n.div_ceil(threads.min(g.n.max(1))).max(1);
         let parts: Vec<Vec<C>> = {
-            use rayon::prelude::*;
-            (0..g.n)
-                .step_by(chunk)
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(|lo| {
-                    let mut acc = vec![C::default(); g.o * kr];
-                    let mut cols = vec![C::default(); kr * ohw];
-                    for n in lo..(lo + chunk).min(g.n) {
-                        for grp in 0..g.groups {
-                            let img = &xs[(n * g.c + grp * cg) * g.h * g.w..][..cg * g.h * g.w];
-                            im2col(&g, img, &mut cols);
-                            let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
-                            // SAFETY: acc rows of this group; cols^T via strides.
-                            unsafe {
-                                crate::matmul::gemm_par(
-                                    og,
-                                    ohw,
-                                    kr,
-                                    one,
-                                    m(gop, ohw, 1),
-                                    m(cols.as_ptr(), 1, ohw),
-                                    one,
-                                    m(acc[grp * og * kr..].as_mut_ptr(), kr, 1),
-                                );
-                            }
+            let work = if threads == 1 { 0 } else { usize::MAX };
+            crate::par::map_range(g.n.div_ceil(chunk), work, |part| {
+                let lo = part * chunk;
+                let mut acc = vec![C::default(); g.o * kr];
+                let mut cols = vec![C::default(); kr * ohw];
+                for n in lo..(lo + chunk).min(g.n) {
+                    for grp in 0..g.groups {
+                        let img = &xs[(n * g.c + grp * cg) * g.h * g.w..][..cg * g.h * g.w];
+                        im2col(&g, img, &mut cols);
+                        let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
+                        // SAFETY: acc rows of this group; cols^T via strides.
+                        unsafe {
+                            crate::matmul::gemm_par(
+                                og,
+                                ohw,
+                                kr,
+                                one,
+                                m(gop, ohw, 1),
+                                m(cols.as_ptr(), 1, ohw),
+                                one,
+                                m(acc[grp * og * kr..].as_mut_ptr(), kr, 1),
+                            );
                         }
                     }
-                    acc
-                })
-                .collect()
+                }
+                acc
+            })
         };
         let mut total = vec![C::default(); g.o * kr];
         for p in parts {
@@ -286,7 +290,7 @@ fn backward_c<C: Gemm>(
         let ws = read::<C>(wt);
         let mut img = vec![C::default(); g.n * g.c * g.h * g.w];
         let ip = SendPtr(img.as_mut_ptr());
-        par_samples(g.n, |n, cols: &mut Vec<C>| {
+        par_samples(g.n, g.n * g.o * kr * ohw, |n, cols: &mut Vec<C>| {
             cols.resize(kr * ohw, C::default());
             for grp in 0..g.groups {
                 let gop = gs[(n * g.o + grp * og) * ohw..].as_ptr();
@@ -411,6 +415,8 @@ mod tests {
             geom(3, 4, 7, 6, 6, 3, 2, 1, 1, 2),
             geom(2, 3, 5, 5, 4, 1, 1, 0, 1, 1),
             geom(2, 2, 6, 6, 2, 2, 1, 2, 2, 1),
+            // large enough for the parallel paths
+            geom(4, 8, 16, 16, 16, 3, 1, 1, 1, 1),
         ] {
             let x: Vec<f32> = (0..g.n * g.c * g.h * g.w)
                 .map(|i| ((i * 37) % 17) as f32 / 8.0 - 1.0)

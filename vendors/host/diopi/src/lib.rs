@@ -18,6 +18,7 @@ pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+pub mod par;
 pub mod pool;
 pub mod random;
 pub mod reduce;

@@ -4,7 +4,6 @@
 use crate::elementwise::Float;
 use crate::types::dtype;
 use crate::view::{read, with_out, write, TView};
-use rayon::prelude::*;
 
 fn is_f64(v: &TView) -> bool {
     v.dtype == dtype::F64
@@ -32,24 +31,21 @@ pub fn batch_norm(
     let count = n * s;
     let stats: Vec<(f64, f64)> = if training {
         let xs = read::<f64>(x);
-        (0..c)
-            .into_par_iter()
-            .map(|ch| {
-                let mut sum = 0f64;
-                for i in 0..n {
-                    sum += xs[(i * c + ch) * s..][..s].iter().sum::<f64>();
-                }
-                let mean = sum / count.max(1) as f64;
-                let mut sq = 0f64;
-                for i in 0..n {
-                    sq += xs[(i * c + ch) * s..][..s]
-                        .iter()
-                        .map(|v| (v - mean) * (v - mean))
-                        .sum::<f64>();
-                }
-                (mean, sq / count.max(1) as f64)
-            })
-            .collect()
+        crate::par::map_range(c, xs.len() * 2, |ch| {
+            let mut sum = 0f64;
+            for i in 0..n {
+                sum += xs[(i * c + ch) * s..][..s].iter().sum::<f64>();
+            }
+            let mean = sum / count.max(1) as f64;
+            let mut sq = 0f64;
+            for i in 0..n {
+                sq += xs[(i * c + ch) * s..][..s]
+                    .iter()
+                    .map(|v| (v - mean) * (v - mean))
+                    .sum::<f64>();
+            }
+            (mean, sq / count.max(1) as f64)
+        })
     } else {
         let m = rm
             .map(|t| read::<f64>(t).into_owned())
@@ -74,7 +70,7 @@ pub fn batch_norm(
             if s == 0 {
                 return;
             }
-            o.par_chunks_mut(s).enumerate().for_each(|(blk, dst)| {
+            crate::par::chunks_each(o, s, o.len() * 4, |blk, dst| {
                 let ch = blk % c;
                 let (a, b) = (C::from_f64(scale[ch]), C::from_f64(shift[ch]));
                 for (d, &v) in dst.iter_mut().zip(&xs[blk * s..][..s]) {
@@ -161,21 +157,18 @@ pub fn batch_norm_backward(
         .unwrap_or_else(|| vec![1.0; c]);
     let xs = read::<f64>(x);
     let gs = read::<f64>(go);
-    let sums: Vec<(f64, f64)> = (0..c)
-        .into_par_iter()
-        .map(|ch| {
-            let (mut sdy, mut sdyx) = (0f64, 0f64);
-            for i in 0..n {
-                let base = (i * c + ch) * s;
-                for k in 0..s {
-                    let dy = gs[base + k];
-                    sdy += dy;
-                    sdyx += dy * (xs[base + k] - mean[ch]) * invstd[ch];
-                }
+    let sums: Vec<(f64, f64)> = crate::par::map_range(c, xs.len() * 2, |ch| {
+        let (mut sdy, mut sdyx) = (0f64, 0f64);
+        for i in 0..n {
+            let base = (i * c + ch) * s;
+            for k in 0..s {
+                let dy = gs[base + k];
+                sdy += dy;
+                sdyx += dy * (xs[base + k] - mean[ch]) * invstd[ch];
             }
-            (sdy, sdyx)
-        })
-        .collect();
+        }
+        (sdy, sdyx)
+    });
     if let Some(t) = gw {
         write(t, &sums.iter().map(|p| p.1).collect::<Vec<_>>());
     }
@@ -185,7 +178,7 @@ pub fn batch_norm_backward(
     if let Some(gi) = gi {
         let mut out = vec![0f64; n * c * s];
         if s > 0 {
-            out.par_chunks_mut(s).enumerate().for_each(|(blk, dst)| {
+            crate::par::chunks_each(&mut out, s, n * c * s * 4, |blk, dst| {
                 let ch = blk % c;
                 let k = ws[ch] * invstd[ch];
                 for (j, d) in dst.iter_mut().enumerate() {
@@ -237,10 +230,13 @@ pub fn layer_norm(
             }
             // blocks of rows per task: rayon's overhead stays small next to the work
             let per = (8192 / d).max(1);
-            o.par_chunks_mut(per * d)
-                .zip(stats.par_chunks_mut(per))
-                .enumerate()
-                .for_each(|(blk, (dsts, sts))| {
+            crate::par::chunks2_each(
+                o,
+                per * d,
+                &mut stats,
+                per,
+                xs.len() * 8,
+                |blk, dsts, sts| {
                     for (k, (dst, st)) in dsts.chunks_mut(d).zip(sts.iter_mut()).enumerate() {
                         let src = &xs[(blk * per + k) * d..][..d];
                         let mean = src.iter().map(|v| v.to_f64()).sum::<f64>() / d as f64;
@@ -269,7 +265,8 @@ pub fn layer_norm(
                             }
                         }
                     }
-                });
+                },
+            );
         });
         if let Some(t) = sm.filter(|t| t.numel() == rows) {
             write(t, &stats.iter().map(|s| s.0).collect::<Vec<_>>());
@@ -309,7 +306,7 @@ pub fn layer_norm_backward(
     if let Some(gi) = gi {
         let mut out = vec![0f64; rows * d];
         if d > 0 {
-            out.par_chunks_mut(d).enumerate().for_each(|(r, dst)| {
+            crate::par::chunks_each(&mut out, d, rows * d * 4, |r, dst| {
                 let (m, rr) = (ms[r], rs[r]);
                 let (mut s1, mut s2) = (0f64, 0f64);
                 for j in 0..d {

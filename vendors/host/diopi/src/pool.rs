@@ -3,7 +3,6 @@
 //! are processed in parallel.
 
 use crate::view::{read, write, TView};
-use rayon::prelude::*;
 
 /// Pooling window geometry (kernel, stride, padding, dilation per axis).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,10 +46,13 @@ pub fn max_pool(out: &TView, idx: Option<&TView>, x: &TView, win: Window) {
     let mut vals = vec![0f64; planes * oh * ow];
     let mut ids = vec![0i64; planes * oh * ow];
     if oh * ow > 0 {
-        vals.par_chunks_mut(oh * ow)
-            .zip(ids.par_chunks_mut(oh * ow))
-            .enumerate()
-            .for_each(|(pl, (vo, io))| {
+        crate::par::chunks2_each(
+            &mut vals,
+            oh * ow,
+            &mut ids,
+            oh * ow,
+            xs.len() * 4,
+            |pl, vo, io| {
                 let src = &xs[pl * h * w..][..h * w];
                 for y in 0..oh {
                     for xo in 0..ow {
@@ -79,7 +81,8 @@ pub fn max_pool(out: &TView, idx: Option<&TView>, x: &TView, win: Window) {
                         io[y * ow + xo] = bi;
                     }
                 }
-            });
+            },
+        );
     }
     write(out, &vals);
     if let Some(t) = idx {
@@ -95,7 +98,7 @@ pub fn max_pool_backward(gi: &TView, go: &TView, idx: &TView) {
     let (_, oh, ow) = hw(go);
     let mut out = vec![0f64; planes * h * w];
     if h * w > 0 {
-        out.par_chunks_mut(h * w).enumerate().for_each(|(pl, dst)| {
+        crate::par::chunks_each(&mut out, h * w, gs.len() * 4, |pl, dst| {
             for k in 0..oh * ow {
                 let i = is[pl * oh * ow + k];
                 if i >= 0 && (i as usize) < h * w {
@@ -150,24 +153,22 @@ pub fn avg_pool(out: &TView, x: &TView, win: Window, o: AvgOpts) {
     let (_, oh, ow) = hw(out);
     let mut vals = vec![0f64; planes * oh * ow];
     if oh * ow > 0 {
-        vals.par_chunks_mut(oh * ow)
-            .enumerate()
-            .for_each(|(pl, dst)| {
-                let src = &xs[pl * h * w..][..h * w];
-                for y in 0..oh {
-                    for xo in 0..ow {
-                        let (h0, h1, w0, w1, div) =
-                            avg_window(y as i64, xo as i64, h as i64, w as i64, win, o);
-                        let mut s = 0f64;
-                        for iy in h0..h1 {
-                            for ix in w0..w1 {
-                                s += src[iy as usize * w + ix as usize];
-                            }
+        crate::par::chunks_each(&mut vals, oh * ow, xs.len() * 4, |pl, dst| {
+            let src = &xs[pl * h * w..][..h * w];
+            for y in 0..oh {
+                for xo in 0..ow {
+                    let (h0, h1, w0, w1, div) =
+                        avg_window(y as i64, xo as i64, h as i64, w as i64, win, o);
+                    let mut s = 0f64;
+                    for iy in h0..h1 {
+                        for ix in w0..w1 {
+                            s += src[iy as usize * w + ix as usize];
                         }
-                        dst[y * ow + xo] = s / div;
                     }
+                    dst[y * ow + xo] = s / div;
                 }
-            });
+            }
+        });
     }
     write(out, &vals);
 }
@@ -179,7 +180,7 @@ pub fn avg_pool_backward(gi: &TView, go: &TView, win: Window, o: AvgOpts) {
     let (_, oh, ow) = hw(go);
     let mut out = vec![0f64; planes * h * w];
     if h * w > 0 {
-        out.par_chunks_mut(h * w).enumerate().for_each(|(pl, dst)| {
+        crate::par::chunks_each(&mut out, h * w, planes * h * w * 4, |pl, dst| {
             for y in 0..oh {
                 for xo in 0..ow {
                     let (h0, h1, w0, w1, div) =
@@ -210,22 +211,20 @@ pub fn adaptive_avg_pool(out: &TView, x: &TView) {
     let (_, oh, ow) = hw(out);
     let mut vals = vec![0f64; planes * oh * ow];
     if oh * ow > 0 {
-        vals.par_chunks_mut(oh * ow)
-            .enumerate()
-            .for_each(|(pl, dst)| {
-                let src = &xs[pl * h * w..][..h * w];
-                for y in 0..oh {
-                    let (h0, h1) = adaptive_range(y, oh, h);
-                    for xo in 0..ow {
-                        let (w0, w1) = adaptive_range(xo, ow, w);
-                        let mut s = 0f64;
-                        for iy in h0..h1 {
-                            s += src[iy * w + w0..iy * w + w1].iter().sum::<f64>();
-                        }
-                        dst[y * ow + xo] = s / ((h1 - h0) * (w1 - w0)).max(1) as f64;
+        crate::par::chunks_each(&mut vals, oh * ow, xs.len() * 4, |pl, dst| {
+            let src = &xs[pl * h * w..][..h * w];
+            for y in 0..oh {
+                let (h0, h1) = adaptive_range(y, oh, h);
+                for xo in 0..ow {
+                    let (w0, w1) = adaptive_range(xo, ow, w);
+                    let mut s = 0f64;
+                    for iy in h0..h1 {
+                        s += src[iy * w + w0..iy * w + w1].iter().sum::<f64>();
                     }
+                    dst[y * ow + xo] = s / ((h1 - h0) * (w1 - w0)).max(1) as f64;
                 }
-            });
+            }
+        });
     }
     write(out, &vals);
 }
@@ -237,7 +236,7 @@ pub fn adaptive_avg_pool_backward(gi: &TView, go: &TView) {
     let (_, oh, ow) = hw(go);
     let mut out = vec![0f64; planes * h * w];
     if h * w > 0 {
-        out.par_chunks_mut(h * w).enumerate().for_each(|(pl, dst)| {
+        crate::par::chunks_each(&mut out, h * w, planes * h * w * 4, |pl, dst| {
             for y in 0..oh {
                 let (h0, h1) = adaptive_range(y, oh, h);
                 for xo in 0..ow {

@@ -4,7 +4,6 @@
 
 use crate::elementwise::{kind_of, Float, Kind};
 use crate::view::{contiguous_strides, for_each_offset, read, with_out, write, Num, TView};
-use rayon::prelude::*;
 
 /// (outer, len, inner) of a contiguous shape split around `dim`.
 pub fn split(shape: &[i64], dim: usize) -> (usize, usize, usize) {
@@ -170,31 +169,29 @@ pub fn softmax(out: &TView, x: &TView, dim: usize, log: bool) {
             if inner == 1 {
                 // contiguous rows, blocks of rows per rayon task
                 let per = (8192 / len).max(1);
-                o.par_chunks_mut(per * len)
-                    .enumerate()
-                    .for_each(|(blk, dsts)| {
-                        let src = &xs[blk * per * len..][..dsts.len()];
-                        for (dst, row) in dsts.chunks_mut(len).zip(src.chunks(len)) {
-                            let m = row.iter().fold(row[0], |a, &b| a.max_nan(b));
-                            let mut s = C::default();
+                crate::par::chunks_each(o, per * len, o.len() * 4, |blk, dsts| {
+                    let src = &xs[blk * per * len..][..dsts.len()];
+                    for (dst, row) in dsts.chunks_mut(len).zip(src.chunks(len)) {
+                        let m = row.iter().fold(row[0], |a, &b| a.max_nan(b));
+                        let mut s = C::default();
+                        for (d, &v) in dst.iter_mut().zip(row) {
+                            let e = v.sub(m).exp();
+                            *d = e;
+                            s = s.add(e);
+                        }
+                        if log {
+                            let ls = s.ln().add(m);
                             for (d, &v) in dst.iter_mut().zip(row) {
-                                let e = v.sub(m).exp();
-                                *d = e;
-                                s = s.add(e);
+                                *d = v.sub(ls);
                             }
-                            if log {
-                                let ls = s.ln().add(m);
-                                for (d, &v) in dst.iter_mut().zip(row) {
-                                    *d = v.sub(ls);
-                                }
-                            } else {
-                                let inv = C::from_i64(1).div(s);
-                                for d in dst.iter_mut() {
-                                    *d = d.mul(inv);
-                                }
+                        } else {
+                            let inv = C::from_i64(1).div(s);
+                            for d in dst.iter_mut() {
+                                *d = d.mul(inv);
                             }
                         }
-                    });
+                    }
+                });
                 return;
             }
             for ob in 0..outer {
@@ -259,13 +256,11 @@ pub fn softmax_backward(gi: &TView, go_: &TView, y: &TView, dim: usize, log: boo
         with_out::<C>(gi, &[g, y], |o| {
             if inner == 1 {
                 let per = (8192 / len).max(1);
-                o.par_chunks_mut(per * len)
-                    .enumerate()
-                    .for_each(|(blk, dsts)| {
-                        for (r, dst) in dsts.chunks_mut(len).enumerate() {
-                            row(dst, (blk * per + r) * len);
-                        }
-                    });
+                crate::par::chunks_each(o, per * len, o.len() * 4, |blk, dsts| {
+                    for (r, dst) in dsts.chunks_mut(len).enumerate() {
+                        row(dst, (blk * per + r) * len);
+                    }
+                });
                 return;
             }
             let mut tmp = vec![C::default(); (len - 1) * inner + 1];
