@@ -66,6 +66,9 @@ const char kSubDeviceType[] = "dipu-rs";
 // Counters of live handles, read by the tests through paddle_dipu_counters.
 std::atomic<int64_t> g_streams{0}, g_events{0}, g_comms{0}, g_callbacks{0};
 
+C_Status sync_device_streams(int32_t dev, const char* what);
+C_Status reap_collectives(const char* what);
+
 bool verbose() {
   static const bool v = [] {
     const char* e = getenv("PADDLE_DIPU_VERBOSE");
@@ -197,7 +200,8 @@ C_Status get_device_list(size_t* list) {
 
 C_Status synchronize_device(const C_Device d) {
   GUARD_BEGIN
-  return check(dipu_device_synchronize(dev_id(d)), "synchronize_device");
+  C_Status st = check(dipu_device_synchronize(dev_id(d)), "synchronize_device");
+  return st == C_SUCCESS ? reap_collectives("synchronize_device") : st;
   GUARD_END("synchronize_device")
 }
 
@@ -253,7 +257,8 @@ C_Status query_stream(const C_Device d, C_Stream stream) {
 
 C_Status synchronize_stream(const C_Device d, C_Stream stream) {
   GUARD_BEGIN
-  return check(dipu_stream_synchronize(stream_of(d, stream)), "synchronize_stream");
+  C_Status st = check(dipu_stream_synchronize(stream_of(d, stream)), "synchronize_stream");
+  return st == C_SUCCESS ? reap_collectives("synchronize_stream") : st;
   GUARD_END("synchronize_stream")
 }
 
@@ -317,6 +322,7 @@ C_Status destroy_event(const C_Device, C_Event e) {
 C_Status record_event(const C_Device d, C_Stream stream, C_Event e) {
   GUARD_BEGIN
   if (!e) return C_ERROR;
+  if (verbose()) fprintf(stderr, "paddle_dipu: record_event %p on stream %p\n", (void*)e, (void*)stream);
   return check(dipu_event_record(reinterpret_cast<dipu_event*>(e), stream_of(d, stream)),
                "record_event");
   GUARD_END("record_event")
@@ -335,19 +341,22 @@ C_Status query_event(const C_Device, C_Event e) {
 C_Status synchronize_event(const C_Device, C_Event e) {
   GUARD_BEGIN
   if (!e) return C_ERROR;
-  return check(dipu_event_synchronize(reinterpret_cast<dipu_event*>(e)), "synchronize_event");
+  C_Status st = check(dipu_event_synchronize(reinterpret_cast<dipu_event*>(e)), "synchronize_event");
+  return st == C_SUCCESS ? reap_collectives("synchronize_event") : st;
   GUARD_END("synchronize_event")
 }
 
 C_Status stream_wait_event(const C_Device d, C_Stream stream, C_Event e) {
   GUARD_BEGIN
   if (!e) return C_ERROR;
+  if (verbose()) fprintf(stderr, "paddle_dipu: stream %p waits event %p\n", (void*)stream, (void*)e);
   return check(dipu_stream_wait_event(stream_of(d, stream), reinterpret_cast<dipu_event*>(e)),
                "stream_wait_event");
   GUARD_END("stream_wait_event")
 }
 
 // ---- memory ----------------------------------------------------------------
+
 
 C_Status device_memory_allocate(const C_Device d, void** ptr, size_t size) {
   GUARD_BEGIN
@@ -385,8 +394,10 @@ C_Status device_memory_deallocate(const C_Device d, void* ptr, size_t) {
   GUARD_END("device_memory_deallocate")
 }
 
-C_Status device_memory_set(const C_Device, void* ptr, unsigned char value, size_t size) {
+C_Status device_memory_set(const C_Device d, void* ptr, unsigned char value, size_t size) {
   GUARD_BEGIN
+  C_Status st = sync_device_streams(dev_id(d), "device_memory_set");
+  if (st != C_SUCCESS) return st;
   return check(dipu_memset(ptr, value, size), "device_memory_set");
   GUARD_END("device_memory_set")
 }
@@ -412,32 +423,56 @@ C_Status host_memory_deallocate(const C_Device, void* ptr, size_t) {
   GUARD_END("host_memory_deallocate")
 }
 
-C_Status copy_sync(void* dst, const void* src, size_t size, dipu_copy_kind kind, const char* what) {
+// Waits for the work queued so far on every stream Paddle made on `dev`.
+// Paddle's synchronous copies follow CUDA's legacy default stream, which
+// waits for the device's other streams (a collective's result read right
+// after it relies on that).
+C_Status sync_device_streams(int32_t dev, const char* what) {
+  std::vector<dipu_stream> streams;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_dev_streams.find(dev);
+    if (it != g_dev_streams.end())
+      for (Stream* w : it->second) streams.push_back(w->s);
+  }
+  for (const dipu_stream& s : streams) {
+    C_Status st = check(dipu_stream_synchronize(s), what);
+    if (st != C_SUCCESS) return st;
+  }
+  return C_SUCCESS;
+}
+
+C_Status copy_sync(const C_Device d, const C_Device peer, void* dst, const void* src, size_t size,
+                   dipu_copy_kind kind, const char* what) {
   if (size == 0) return C_SUCCESS;
+  C_Status st = sync_device_streams(dev_id(d), what);
+  if (st == C_SUCCESS && peer && dev_id(peer) != dev_id(d)) st = sync_device_streams(dev_id(peer), what);
+  if (st == C_SUCCESS) st = reap_collectives(what);
+  if (st != C_SUCCESS) return st;
   return check(dipu_memcpy(dst, src, size, kind), what);
 }
 
-C_Status memory_copy_h2d(const C_Device, void* dst, const void* src, size_t size) {
+C_Status memory_copy_h2d(const C_Device d, void* dst, const void* src, size_t size) {
   GUARD_BEGIN
-  return copy_sync(dst, src, size, DIPU_COPY_HOST_TO_DEVICE, "memory_copy_h2d");
+  return copy_sync(d, nullptr, dst, src, size, DIPU_COPY_HOST_TO_DEVICE, "memory_copy_h2d");
   GUARD_END("memory_copy_h2d")
 }
 
-C_Status memory_copy_d2h(const C_Device, void* dst, const void* src, size_t size) {
+C_Status memory_copy_d2h(const C_Device d, void* dst, const void* src, size_t size) {
   GUARD_BEGIN
-  return copy_sync(dst, src, size, DIPU_COPY_DEVICE_TO_HOST, "memory_copy_d2h");
+  return copy_sync(d, nullptr, dst, src, size, DIPU_COPY_DEVICE_TO_HOST, "memory_copy_d2h");
   GUARD_END("memory_copy_d2h")
 }
 
-C_Status memory_copy_d2d(const C_Device, void* dst, const void* src, size_t size) {
+C_Status memory_copy_d2d(const C_Device d, void* dst, const void* src, size_t size) {
   GUARD_BEGIN
-  return copy_sync(dst, src, size, DIPU_COPY_DEVICE_TO_DEVICE, "memory_copy_d2d");
+  return copy_sync(d, nullptr, dst, src, size, DIPU_COPY_DEVICE_TO_DEVICE, "memory_copy_d2d");
   GUARD_END("memory_copy_d2d")
 }
 
-C_Status memory_copy_p2p(const C_Device, const C_Device, void* dst, const void* src, size_t size) {
+C_Status memory_copy_p2p(const C_Device dst_dev, const C_Device src_dev, void* dst, const void* src, size_t size) {
   GUARD_BEGIN
-  return copy_sync(dst, src, size, DIPU_COPY_DEVICE_TO_DEVICE, "memory_copy_p2p");
+  return copy_sync(dst_dev, src_dev, dst, src, size, DIPU_COPY_DEVICE_TO_DEVICE, "memory_copy_p2p");
   GUARD_END("memory_copy_p2p")
 }
 
@@ -602,6 +637,39 @@ struct Comm {
   int32_t size;
   int32_t device;
 };
+
+// Collectives queued and not yet seen finished, with their names: a
+// failure (a dead peer, the watchdog's timeout) is reported by the next
+// synchronisation, since Paddle never waits on the operation itself.
+std::mutex g_work_mu;
+std::vector<std::pair<dipu_work*, const char*>> g_pending;
+
+void keep_work(dipu_work* w, const char* what) {
+  std::lock_guard<std::mutex> lock(g_work_mu);
+  g_pending.emplace_back(w, what);
+}
+
+C_Status reap_collectives(const char* what) {
+  C_Status result = C_SUCCESS;
+  std::lock_guard<std::mutex> lock(g_work_mu);
+  for (size_t i = 0; i < g_pending.size();) {
+    dipu_work* w = g_pending[i].first;
+    int32_t done = 0;
+    dipu_status st = dipu_work_is_completed(w, &done);
+    if (st == DIPU_OK && !done) {
+      ++i;
+      continue;
+    }
+    if (st == DIPU_OK) st = dipu_work_wait_host(w, 1);
+    if (st != DIPU_OK && result == C_SUCCESS) {
+      std::string msg = std::string(what) + ": the collective " + g_pending[i].second + " failed";
+      result = check(st, msg.c_str());
+    }
+    dipu_work_destroy(w);
+    g_pending.erase(g_pending.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return result;
+}
 
 // Comms of the calling thread's open xccl_group_start batch (a set: each
 // comm's coalescing is started once) and the last stream used in it.
@@ -793,6 +861,9 @@ C_Status run_collective(Comm* c, C_Stream stream, const char* what, F issue) {
   }
   dipu_stream s = stream_of(nullptr, stream);
   if (!stream) s = default_stream(c->device);
+  if (verbose())
+    fprintf(stderr, "paddle_dipu: %s on stream %p (device %d id %u), group device %d\n", what,
+            (void*)stream, s.device, s.id, c->device);
   dipu_stream saved;
   if (dipu_stream_current(s.device, &saved) != DIPU_OK) saved = default_stream(s.device);
   C_Status st = check(dipu_stream_set_current(s), what);
@@ -812,10 +883,15 @@ C_Status run_collective(Comm* c, C_Stream stream, const char* what, F issue) {
       g_group_has_stream = true;
     }
   } else {
+    st = reap_collectives(what);
     dipu_work* w = nullptr;
-    st = check(issue(&w), what);
+    if (st == C_SUCCESS) st = check(issue(&w), what);
     if (st == C_SUCCESS && w) st = check(dipu_work_wait(w), what);
-    if (w) dipu_work_destroy(w);
+    if (w && st == C_SUCCESS) {
+      keep_work(w, what);
+    } else if (w) {
+      dipu_work_destroy(w);
+    }
   }
   dipu_stream_set_current(saved);
   return st;
@@ -951,7 +1027,11 @@ C_Status xccl_group_end() {
     dipu_work* w = nullptr;
     C_Status st = check(dipu_process_group_end_coalescing(c->pg, &w), "xccl_group_end");
     if (st == C_SUCCESS && w) st = check(dipu_work_wait(w), "xccl_group_end");
-    if (w) dipu_work_destroy(w);
+    if (w && st == C_SUCCESS) {
+      keep_work(w, "xccl_group_end");
+    } else if (w) {
+      dipu_work_destroy(w);
+    }
     dipu_stream_set_current(saved);
     if (st != C_SUCCESS) result = st;
   }
