@@ -26,6 +26,21 @@ struct Checked(#[allow(dead_code)] MutexGuard<'static, ()>);
 impl Checked {
     fn new(on: bool, backtraces: bool) -> Checked {
         let g = LOCK.lock();
+        // These tests set the checker themselves: the variables the suite
+        // may run under (`DIPU_MEM_CHECK=1` with guards and poison, as
+        // scripts/test.sh runs it) must not switch it on again (or change
+        // its backtraces) when a runtime is created. Every test here holds
+        // `LOCK`, so nothing reads the environment meanwhile.
+        for var in [
+            memcheck::ENV_MEM_CHECK,
+            memcheck::ENV_BACKTRACE,
+            memcheck::ENV_GUARD_BYTES,
+            memcheck::ENV_POISON,
+        ] {
+            std::env::remove_var(var);
+        }
+        memcheck::set_options(0, false);
+        memcheck::set_poison(false, memcheck::DEFAULT_QUARANTINE_BYTES);
         MemCheck::disable();
         MemCheck::clear();
         if on {

@@ -26,9 +26,11 @@ struct Guarded(#[allow(dead_code)] MutexGuard<'static, ()>);
 impl Guarded {
     fn new() -> Guarded {
         let g = LOCK.lock();
+        common::forget_checker_variables();
         MemCheck::disable();
         MemCheck::clear();
         memcheck::set_options(GUARD, false);
+        memcheck::set_poison(false, memcheck::DEFAULT_QUARANTINE_BYTES);
         MemCheck::enable(true);
         Guarded(g)
     }

@@ -38,6 +38,7 @@ struct Poisoned(#[allow(dead_code)] MutexGuard<'static, ()>);
 impl Poisoned {
     fn new(quarantine: usize) -> Poisoned {
         let g = LOCK.lock();
+        common::forget_checker_variables();
         MemCheck::disable();
         MemCheck::clear();
         memcheck::set_options(GUARD, false);

@@ -107,3 +107,22 @@ pub(crate) fn clean_work_on_two_streams_reports_nothing() {
         );
     }
 }
+
+/// The checker's variables the suite may run under (`DIPU_MEM_CHECK=1`
+/// with guards and poison, as scripts/test.sh runs the runtime's tests):
+/// removed, so that creating a runtime does not change what a test set.
+/// Every test of the file holds `LOCK`, so nothing reads the environment
+/// meanwhile.
+pub(crate) fn forget_checker_variables() {
+    use dipu_runtime::memcheck as m;
+    for var in [
+        m::ENV_MEM_CHECK,
+        m::ENV_BACKTRACE,
+        m::ENV_GUARD_BYTES,
+        m::ENV_POISON,
+        m::ENV_QUARANTINE_BYTES,
+        m::ENV_ABORT,
+    ] {
+        std::env::remove_var(var);
+    }
+}
