@@ -3,14 +3,12 @@ dipu-rs's own statistics, fallback ops, streams and events, memory
 statistics and out of memory."""
 
 import gc
+import os
 
 import numpy as np
 import paddle
 import paddle_dipu
 import pytest
-
-DIPU_COUNT = None
-
 
 def dipu_device_count():
     import ctypes
@@ -63,7 +61,7 @@ def finish(proc, timeout=120):
     return proc.returncode, out, err
 
 
-def test_import_lists_dipu(children):
+def test_import_lists_dipu():
     assert paddle.device.get_all_custom_device_type() == ["dipu"]
     assert paddle.is_compiled_with_custom_device("dipu")
     n = dipu_device_count()
@@ -72,6 +70,19 @@ def test_import_lists_dipu(children):
     assert paddle.device.get_available_custom_device() == [f"dipu:{i}" for i in range(n)]
     paddle.set_device("dipu")
     assert paddle.device.get_device() == "dipu:0"
+
+
+def test_vendor():
+    """The dipu-rs vendor under Paddle (PADDLE_DIPU_EXPECT_VENDOR names the
+    one a run must have, as test_vendors.py sets it)."""
+    import ctypes
+
+    buf = ctypes.create_string_buffer(256)
+    needed = ctypes.c_size_t()
+    assert paddle_dipu.runtime().dipu_vendor_name(buf, ctypes.c_size_t(256), ctypes.byref(needed)) == 0
+    want = os.environ.get("PADDLE_DIPU_EXPECT_VENDOR")
+    if want:
+        assert buf.value.decode() == want
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool", "float16", "uint8"])

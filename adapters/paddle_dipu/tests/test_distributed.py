@@ -54,7 +54,7 @@ def test_dead_peer_gives_an_error_within_the_timeout():
             env=env(PADDLE_DISTRI_BACKEND="xccl", FLAGS_selected_dipus=str(r), PADDLE_TRAINER_ID=str(r),
                     PADDLE_TRAINERS_NUM="2", PADDLE_TRAINER_ENDPOINTS=endpoints,
                     PADDLE_CURRENT_ENDPOINT=f"127.0.0.1:{ports[r]}", PADDLE_MASTER=f"127.0.0.1:{ports[0]}",
-                    PADDLE_DIPU_COMM_TIMEOUT_MS="10000"),
+                    PADDLE_DIPU_COMM_TIMEOUT_MS="5000"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     try:
