@@ -19,8 +19,12 @@ fn main() {
     dipu_diopi::keep_exports();
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
-    let lib = dipu_diopi::open(&dir.join("libdiopi_impl_host.so"))
+    let path = [dir.to_path_buf(), dir.join("deps")]
+        .into_iter()
+        .map(|d| d.join("libdiopi_impl_host.so"))
+        .find(|p| p.exists())
         .expect("build the cdylib first: cargo build --release -p dipu-diopi-host");
+    let lib = dipu_diopi::open(&path).unwrap();
     // SAFETY: the C signature of diopiMulScalar.
     let mul: MulScalarFn = unsafe { lib.function("diopiMulScalar") }.unwrap();
     let rt = dipu_runtime::get().unwrap();
