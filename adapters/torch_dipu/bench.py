@@ -1,6 +1,8 @@
 """torch_dipu's benchmarks, each as a ratio to the CPU in the same run:
-torch.empty + del at 4 KiB and 16 MiB, a fallback op (mul of 1024
-floats) and a training step of tests/test_training.py's CNN.
+torch.empty + del at 4 KiB and 16 MiB, a small op (mul of 1024 floats) as
+dispatched and forced onto the CPU fallback, a training step of
+tests/test_training.py's CNN and one of a transformer block (d_model 256,
+4 heads, seq 128, batch 8, AdamW).
 
 Run: PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python adapters/torch_dipu/bench.py
 (after DIPU_BUILD_PROFILE=release adapters/torch_dipu/build.sh: the dev
@@ -10,6 +12,7 @@ median time per call on dipu and on the CPU, and dipu/CPU.
 
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -42,6 +45,20 @@ def main():
         report(label, d, c)
     xd = torch.ones(1024, device="dipu")
     xc = torch.ones(1024)
+    cpu_mul = median_us(lambda: xc * 2, 500)
+    report("small op: mul 1024 floats", median_us(lambda: xd * 2, 500), cpu_mul)
+    if os.environ.get("DIPU_FORCE_FALLBACK_OPS_LIST") is None:
+        # The same op through the boxed CPU fallback (a copy to the host,
+        # the CPU kernel, a copy back), in a child process where every op
+        # is forced onto it.
+        env = dict(os.environ, DIPU_FORCE_FALLBACK_OPS_LIST=".*")
+        subprocess.run([sys.executable, __file__, "--fallback-op"], env=env, check=True)
+
+
+def fallback_op():
+    """The small op with every op forced onto the CPU fallback."""
+    xd = torch.ones(1024, device="dipu")
+    xc = torch.ones(1024)
     report("fallback op: mul 1024 floats", median_us(lambda: xd * 2, 500), median_us(lambda: xc * 2, 500))
 
     from test_training import _train  # the CNN of the training test
@@ -53,6 +70,38 @@ def main():
         steps[device] = (time.perf_counter() - t0) / 20 * 1e6
     report("training step (CNN, AdamW)", steps["dipu"], steps["cpu"])
 
+    steps = {}
+    for device in ("cpu", "dipu", "cpu", "dipu"):
+        steps[device] = _transformer_step_us(device)
+    report("training step (transformer block)", steps["dipu"], steps["cpu"])
+
+
+def _transformer_step_us(device, steps=5):
+    """Microseconds per training step of one transformer encoder block."""
+    torch.manual_seed(0)
+    block = torch.nn.TransformerEncoderLayer(
+        d_model=256, nhead=4, dim_feedforward=1024, dropout=0.1, batch_first=True
+    ).to(device)
+    opt = torch.optim.AdamW(block.parameters(), lr=1e-3)
+    x = torch.randn(8, 128, 256).to(device)
+
+    def step():
+        opt.zero_grad()
+        loss = block(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step().item()  # warm up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    loss.item()
+    return (time.perf_counter() - t0) / steps * 1e6
+
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--fallback-op"]:
+        fallback_op()
+    else:
+        main()
