@@ -45,6 +45,12 @@ if [ ! -f "$plugin" ] || [ "$here/csrc/plugin.cc" -nt "$plugin" ] || [ "$header"
     -Wl,--no-undefined -o "$plugin.tmp"
   mv "$plugin.tmp" "$plugin"
 fi
-"$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-  --force-reinstall "$here" >&2
+# Reinstall only when an installed library differs from the built one.
+site="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if ! cmp -s "$plugin" "$site/paddle_custom_device/libpaddle-dipu.so" ||
+  ! cmp -s "$out/paddle_dipu/libdipu_runtime.so" "$site/paddle_dipu/libdipu_runtime.so" ||
+  ! cmp -s "$here/paddle_dipu/__init__.py" "$site/paddle_dipu/__init__.py"; then
+  "$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+    --force-reinstall "$here" >&2
+fi
 echo "$python"
