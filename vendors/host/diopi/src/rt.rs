@@ -255,25 +255,24 @@ pub unsafe fn target(ctx: ContextHandle, t: ConstTensorHandle) -> R<Target> {
     })
 }
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
-
-unsafe extern "C" fn run_job(user: *mut c_void) {
-    // SAFETY: `user` is the Box<Job> leaked by `launch`, run exactly once.
-    let job: Box<Job> = unsafe { Box::from_raw(user as *mut Job) };
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+unsafe extern "C" fn run_job<F: FnOnce() + Send + 'static>(user: *mut c_void) {
+    // SAFETY: `user` is the Box<F> leaked by `launch`, run exactly once.
+    let job: Box<F> = unsafe { Box::from_raw(user as *mut F) };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(*job)).is_err() {
         eprintln!("diopi_impl_host: a kernel panicked; its outputs are undefined");
     }
 }
 
-/// Queues `f` on the target's stream, in order; returns at once.
-pub fn launch(t: Target, f: impl FnOnce() + Send + 'static) -> R<()> {
-    let job: Box<Job> = Box::new(Box::new(f));
-    let user = Box::into_raw(job) as *mut c_void;
-    // SAFETY: run_job takes ownership of `user` when the runtime calls it.
-    let rc = unsafe { dipu_launch_host_func_raw(t.device, t.stream, run_job, user) };
+/// Queues `f` on the target's stream, in order; returns at once. One
+/// allocation per kernel: the closure itself, run by a trampoline made
+/// for its type.
+pub fn launch<F: FnOnce() + Send + 'static>(t: Target, f: F) -> R<()> {
+    let user = Box::into_raw(Box::new(f)) as *mut c_void;
+    // SAFETY: run_job::<F> takes ownership of `user` when the runtime calls it.
+    let rc = unsafe { dipu_launch_host_func_raw(t.device, t.stream, run_job::<F>, user) };
     if rc != 0 {
         // SAFETY: the runtime refused the job, so `user` is still ours.
-        drop(unsafe { Box::from_raw(user as *mut Job) });
+        drop(unsafe { Box::from_raw(user as *mut F) });
         return Err(err(format!(
             "dipu_launch_host_func_raw failed with status {rc}"
         )));
