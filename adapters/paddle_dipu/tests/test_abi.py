@@ -145,3 +145,59 @@ def test_init_plugin_refuses_other_layouts(capfd):
         assert not any(iface[1:])
         err = capfd.readouterr().err
         assert "paddle_dipu: refusing to load" in err and f"{interface_size} bytes" in err, err
+
+
+def slot_fn(iface, name, *argtypes):
+    return ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(iface[SLOTS[name]])
+
+
+class RootId(ctypes.Structure):
+    _fields_ = [("sz", ctypes.c_size_t), ("data", ctypes.c_void_p)]
+
+
+def test_bad_input_is_an_error_not_a_crash(capfd):
+    """Entry points called directly with bad arguments answer a C_Status."""
+    _, iface = init_plugin()
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    dev = ctypes.c_int(0)
+    dev_bad = ctypes.c_int(999)
+    C_SUCCESS, C_ERROR = 0, 3
+
+    get_device = slot_fn(iface, "get_device", vp)
+    assert get_device(None) == C_ERROR
+    set_device = slot_fn(iface, "set_device", vp)
+    assert set_device(ctypes.addressof(dev_bad)) == C_ERROR
+    assert "paddle_dipu: set_device" in capfd.readouterr().err
+
+    # Out of memory: success with a NULL pointer (Paddle's contract).
+    alloc = slot_fn(iface, "device_memory_allocate", vp, ctypes.POINTER(vp), sz)
+    ptr = vp(1)
+    assert alloc(ctypes.addressof(dev), ctypes.byref(ptr), sz(1 << 60)) == C_SUCCESS
+    assert ptr.value is None
+    # A real block, freed once; a second free is an error.
+    assert alloc(ctypes.addressof(dev), ctypes.byref(ptr), sz(4096)) == C_SUCCESS and ptr.value
+    free = slot_fn(iface, "device_memory_deallocate", vp, vp, sz)
+    assert free(ctypes.addressof(dev), ptr, sz(4096)) == C_SUCCESS
+    assert free(ctypes.addressof(dev), ptr, sz(4096)) == C_ERROR
+    # A copy into memory dipu-rs did not hand out.
+    h2d = slot_fn(iface, "memory_copy_h2d", vp, vp, vp, sz)
+    buf = ctypes.create_string_buffer(16)
+    assert h2d(ctypes.addressof(dev), ctypes.addressof(buf), ctypes.addressof(buf), sz(16)) == C_ERROR
+    assert "paddle_dipu: memory_copy_h2d" in capfd.readouterr().err
+
+    # A unique id that is not dipu's, too small a buffer, a NULL comm.
+    init_rank = slot_fn(iface, "xccl_comm_init_rank", sz, ctypes.POINTER(RootId), sz, ctypes.POINTER(vp))
+    junk = ctypes.create_string_buffer(b"not a dipu id", 128)
+    rid = RootId(128, ctypes.addressof(junk))
+    comm = vp()
+    assert init_rank(sz(2), ctypes.byref(rid), sz(0), ctypes.byref(comm)) == C_ERROR
+    assert init_rank(sz(2), ctypes.byref(rid), sz(5), ctypes.byref(comm)) == C_ERROR
+    assert "not a dipu unique id" in capfd.readouterr().err
+    get_id = slot_fn(iface, "xccl_get_unique_id", ctypes.POINTER(RootId))
+    small = ctypes.create_string_buffer(8)
+    assert get_id(ctypes.byref(RootId(8, ctypes.addressof(small)))) == C_ERROR
+    all_reduce = slot_fn(iface, "xccl_all_reduce", vp, vp, sz, ctypes.c_int, ctypes.c_int, vp, vp)
+    assert all_reduce(None, None, sz(0), 11, 0, None, None) == C_ERROR
+    group_end = slot_fn(iface, "xccl_group_end")
+    assert group_end() == C_ERROR
+    assert "xccl_group_end without xccl_group_start" in capfd.readouterr().err
