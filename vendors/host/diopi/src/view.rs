@@ -614,6 +614,17 @@ pub fn copy(dst: &TView, src: &TView) {
         unsafe { std::ptr::copy(src.ptr as *const u8, dst.ptr, bytes) };
         return;
     }
+    if src.dtype == dst.dtype && !src.overlaps(dst) {
+        if let Some(st) = src.broadcast_strides(dst.shape()) {
+            match dst.elem_size() {
+                1 => copy_raw::<u8>(dst, src, &st),
+                2 => copy_raw::<u16>(dst, src, &st),
+                4 => copy_raw::<u32>(dst, src, &st),
+                _ => copy_raw::<u64>(dst, src, &st),
+            }
+            return;
+        }
+    }
     if dtype::is_float(dst.dtype) || dtype::is_float(src.dtype) {
         if dst.dtype == dtype::F64 || src.dtype == dtype::F64 {
             let d = read_bcast::<f64>(src, dst.shape()).into_owned();
@@ -625,6 +636,57 @@ pub fn copy(dst: &TView, src: &TView) {
     } else {
         let d = read_bcast::<i64>(src, dst.shape()).into_owned();
         write(dst, &d);
+    }
+}
+
+/// Same-dtype strided copy, element by element as raw bits (no overlap).
+fn copy_raw<T: Copy>(dst: &TView, src: &TView, src_strides: &[i64]) {
+    let (d, s) = (dst.ptr as *mut T, src.ptr as *const T);
+    for_each_offset2(dst.shape(), dst.strides(), src_strides, |od, os| {
+        // SAFETY: both offsets lie inside their views, which do not overlap.
+        unsafe { d.offset(od).write_unaligned(s.offset(os).read_unaligned()) };
+    });
+}
+
+/// Calls `f(offset_a, offset_b)` for every element of `shape` in row-major
+/// order, with its offsets under two sets of strides.
+#[inline]
+pub fn for_each_offset2(shape: &[i64], sa: &[i64], sb: &[i64], mut f: impl FnMut(isize, isize)) {
+    if shape.iter().any(|&s| s <= 0) {
+        return;
+    }
+    let nd = shape.len();
+    if nd == 0 {
+        f(0, 0);
+        return;
+    }
+    let inner = shape[nd - 1] as usize;
+    let (ia, ib) = (sa[nd - 1] as isize, sb[nd - 1] as isize);
+    let mut idx = [0i64; MAX_DIMS];
+    let (mut ba, mut bb) = (0isize, 0isize);
+    loop {
+        let (mut oa, mut ob) = (ba, bb);
+        for _ in 0..inner {
+            f(oa, ob);
+            oa += ia;
+            ob += ib;
+        }
+        let mut d = nd - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            ba += sa[d] as isize;
+            bb += sb[d] as isize;
+            if idx[d] < shape[d] {
+                break;
+            }
+            ba -= sa[d] as isize * shape[d] as isize;
+            bb -= sb[d] as isize * shape[d] as isize;
+            idx[d] = 0;
+        }
     }
 }
 
@@ -721,6 +783,27 @@ mod tests {
         let a = TView::new(whole.ptr, dtype::F32, &[4], &[2]);
         assert!(a.overlaps(&whole));
         assert!(whole.same_layout(&whole));
+    }
+
+    #[test]
+    fn same_dtype_strided_copy_transposes_and_broadcasts() {
+        // a 2x3 int16 transposed into a contiguous 3x2, then a row broadcast
+        let mut src: Vec<i16> = (0..6).collect();
+        let sv = view_of(&mut src, dtype::I16, &[2, 3], &[3, 1]);
+        let mut dst = vec![0i16; 6];
+        let dv = view_of(&mut dst, dtype::I16, &[3, 2], &[2, 1]);
+        copy(&dv, &sv.transposed(0, 1));
+        assert_eq!(dst, vec![0, 3, 1, 4, 2, 5]);
+        let row = view_of(&mut src[..2], dtype::I16, &[2], &[1]);
+        copy(&dv, &row);
+        assert_eq!(dst, vec![0, 1, 0, 1, 0, 1]);
+        // a 0-dim bf16
+        let mut one = vec![half::bf16::from_f32(1.5)];
+        let ov = view_of(&mut one, dtype::BF16, &[], &[]);
+        let mut many = vec![half::bf16::ZERO; 3];
+        let mv = view_of(&mut many, dtype::BF16, &[3], &[1]);
+        copy(&mv, &ov);
+        assert!(many.iter().all(|v| v.to_f32() == 1.5));
     }
 
     #[test]
