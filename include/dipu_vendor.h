@@ -393,6 +393,13 @@ typedef struct {
   int32_t (*vmm_map)(void *pd, void *ptr, size_t bytes, uint64_t handle, DipuErr err);
   // `vmm_unmap`.
   int32_t (*vmm_unmap)(void *pd, void *ptr, size_t bytes, DipuErr err);
+  // The vendor's whole version (`DipuVendorInfo::version` holds at most
+  // 255 bytes of it): writes to `needed` the bytes it takes with its
+  // terminating NUL, and, when `cap` > 0, at most `cap` bytes of it,
+  // NUL-terminated, to `buf`. The loader asks with `cap` 0 first, then
+  // with room for it all. Optional: without it the loader keeps the cut
+  // version of `describe`.
+  int32_t (*version_full)(void *pd, char *buf, size_t cap, size_t *needed, DipuErr err);
 } DipuVendorVTable;
 
 

@@ -441,6 +441,22 @@ pub struct DipuVendorVTable {
     pub vmm_unmap: Option<
         unsafe extern "C" fn(pd: *mut c_void, ptr: *mut c_void, bytes: usize, err: DipuErr) -> i32,
     >,
+
+    /// The vendor's whole version (`DipuVendorInfo::version` holds at most
+    /// 255 bytes of it): writes to `needed` the bytes it takes with its
+    /// terminating NUL, and, when `cap` > 0, at most `cap` bytes of it,
+    /// NUL-terminated, to `buf`. The loader asks with `cap` 0 first, then
+    /// with room for it all. Optional: without it the loader keeps the cut
+    /// version of `describe`.
+    pub version_full: Option<
+        unsafe extern "C" fn(
+            pd: *mut c_void,
+            buf: *mut c_char,
+            cap: usize,
+            needed: *mut usize,
+            err: DipuErr,
+        ) -> i32,
+    >,
 }
 
 impl DipuVendorVTable {

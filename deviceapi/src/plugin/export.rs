@@ -2,7 +2,7 @@
 //! functions call an `impl DeviceApi`, catching panics so none crosses the
 //! boundary. Used through [`export_vendor!`](crate::export_vendor).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::abi::*;
@@ -242,6 +242,20 @@ thunks! {
     vmm_release(handle: u64) |v| v.vmm_release(PhysicalMemHandle::from_raw(handle));
     vmm_map(ptr: *mut c_void, bytes: usize, handle: u64) |v| v.vmm_map(ptr, bytes, PhysicalMemHandle::from_raw(handle));
     vmm_unmap(ptr: *mut c_void, bytes: usize) |v| v.vmm_unmap(ptr, bytes);
+    version_full(buf: *mut c_char, cap: usize, needed: *mut usize) |v| {
+        let version = v.version();
+        let bytes = version.as_bytes();
+        put(needed, bytes.len() + 1)?;
+        if cap > 0 {
+            if buf.is_null() {
+                return Err(Error::invalid_argument("version_full: null buffer with a capacity"));
+            }
+            let n = bytes.len().min(cap - 1);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), n);
+            buf.add(n).write(0);
+        }
+        Ok(())
+    };
 }
 
 /// Frees the vendor behind `private_data`.
@@ -314,5 +328,6 @@ fn vtable_for<T: DeviceApi>(vendor: T) -> DipuVendorVTable {
         vmm_release: Some(vmm_release::<T>),
         vmm_map: Some(vmm_map::<T>),
         vmm_unmap: Some(vmm_unmap::<T>),
+        version_full: Some(version_full::<T>),
     }
 }

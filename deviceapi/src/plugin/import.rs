@@ -78,6 +78,11 @@ impl PluginVendor {
         described.map_err(|e| e.context("the vendor's `describe` failed"))?;
         vendor.name = read_c_str(&info.name);
         vendor.version = read_c_str(&info.version);
+        if vendor.table.version_full.is_some() {
+            vendor.version = vendor
+                .version_full()
+                .map_err(|e| e.context("the vendor's `version_full` failed"))?;
+        }
         vendor.capabilities = Capabilities::from_bits_truncate(info.capabilities);
         vendor.comm_unique_id_size = usize::try_from(info.comm_unique_id_size)
             .map_err(|_| Error::new(ErrorKind::Internal, "unique id size does not fit in usize"))?;
@@ -88,6 +93,39 @@ impl PluginVendor {
             ));
         }
         Ok(vendor)
+    }
+}
+
+/// The longest version `version_full` may give (anything longer is a
+/// broken vendor, not a version).
+const MAX_VERSION: usize = 1 << 16;
+
+impl PluginVendor {
+    /// The vendor's whole version, through `version_full`: its length
+    /// first, then the text.
+    fn version_full(&self) -> Result<String> {
+        let mut needed = 0usize;
+        let needed_ptr: *mut usize = &mut needed;
+        ffi!(self.version_full(std::ptr::null_mut(), 0, needed_ptr))?;
+        if needed == 0 || needed > MAX_VERSION {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "the vendor's version would take {needed} bytes (1 to {MAX_VERSION} expected)"
+                ),
+            ));
+        }
+        let mut buf = vec![0 as std::ffi::c_char; needed];
+        let mut again = 0usize;
+        let again_ptr: *mut usize = &mut again;
+        ffi!(self.version_full(buf.as_mut_ptr(), needed, again_ptr))?;
+        if again != needed {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!("the vendor's version changed length between two calls ({needed}, then {again} bytes)"),
+            ));
+        }
+        Ok(read_c_str(&buf))
     }
 }
 

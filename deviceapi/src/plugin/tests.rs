@@ -25,7 +25,7 @@ impl DeviceApi for Mock {
         "mock"
     }
     fn version(&self) -> String {
-        "mock 1.2".into()
+        mock_version()
     }
     fn device_count(&self) -> Result<i32> {
         panic!("device_count exploded")
@@ -166,6 +166,15 @@ impl DeviceApi for Mock {
     }
 }
 
+/// The mock's version: longer than the 255 bytes `DipuVendorInfo` holds,
+/// as a CUDA version naming long library paths is, with its own version at
+/// the end.
+fn mock_version() -> String {
+    let path =
+        "/opt/a/very/long/toolkit/path/with/many/directories/lib64/libcudart.so.12".repeat(8);
+    format!("mock 1.2 (runtime {path}, ✓ driver 12.4)")
+}
+
 /// Exports `Mock`, keeping only the first `keep` bytes of its table as an
 /// older plugin would, and imports it back.
 fn round_trip(keep: Option<usize>) -> PluginVendor {
@@ -183,7 +192,7 @@ fn round_trip(keep: Option<usize>) -> PluginVendor {
 #[test]
 fn values_errors_and_codes_cross_intact() {
     let v = round_trip(None);
-    assert_eq!((v.name(), v.version().as_str()), ("mock", "mock 1.2"));
+    assert_eq!((v.name(), v.version()), ("mock", mock_version()));
     let p = v.device_properties(0).unwrap();
     assert_eq!(
         (
@@ -323,4 +332,18 @@ fn a_table_without_its_header_is_refused() {
             .kind(),
         ErrorKind::AbiMismatch
     );
+}
+
+#[test]
+fn a_long_version_crosses_whole() {
+    let long = mock_version();
+    assert!(long.len() > 600, "longer than the 256-byte field");
+    let v = round_trip(None);
+    assert_eq!(v.version(), long);
+    assert!(v.version().ends_with("✓ driver 12.4)"), "the end survives");
+    // An older plugin without `version_full`: the 255 bytes of `describe`.
+    let keep = std::mem::offset_of!(super::DipuVendorVTable, version_full);
+    let old = round_trip(Some(keep));
+    assert_eq!(old.version().len(), 255);
+    assert!(long.starts_with(&old.version()));
 }
