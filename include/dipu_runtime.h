@@ -1276,7 +1276,9 @@ dipu_status dipu_profiler_set_capacity(size_t events);
 
 // Writes the recorded events to the file `path` (created or replaced) in
 // Chrome's trace event format, which chrome://tracing and Perfetto open,
-// after waiting for the device times still pending. The ring keeps them.
+// after waiting for the device times still pending, at most 5 s in all:
+// work still queued then (a stream that never finishes) is marked in the
+// trace as `still pending at dump` instead. The ring keeps the events.
 // Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL or non-UTF-8 path or a
 // file that cannot be written (the message says why). Thread-safe; needs
 // no runtime.

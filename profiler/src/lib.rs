@@ -37,7 +37,8 @@ pub use clock::now_ns;
 pub use env::{init_from_env, PROFILE_ENV, PROFILE_EVENTS_ENV};
 pub use event::{Arg, Args, Category, Event, Phase};
 pub use ring::{
-    clear, dropped, events, record, set_capacity, snapshot, start, stop, DEFAULT_CAPACITY,
+    clear, dropped, dump_wait, events, record, set_capacity, set_dump_wait, snapshot, start, stop,
+    DEFAULT_CAPACITY, DEFAULT_DUMP_WAIT,
 };
 pub use tracks::{name_stream, Track};
 pub use wrap::wrap;

@@ -1,8 +1,9 @@
 //! The bounded ring of recorded events, and switching recording on and off.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use dipu_deviceapi::{Error, Result};
 use parking_lot::Mutex;
@@ -28,8 +29,9 @@ static RING: Mutex<Ring> = Mutex::new(Ring {
 /// Something holding events not yet in the ring (device times waiting for
 /// their events): asked to hand them over before a dump.
 pub(crate) trait Flush: Send + Sync {
-    /// Records what it holds, waiting for the device when `wait`.
-    fn flush(&self, wait: bool);
+    /// Records what it holds, waiting for the device until `deadline`
+    /// (and marking in the trace what was still pending then).
+    fn flush(&self, deadline: Instant);
 }
 
 static FLUSHERS: Mutex<Vec<Weak<dyn Flush>>> = Mutex::new(Vec::new());
@@ -41,11 +43,35 @@ pub(crate) fn register_flusher(f: &Arc<dyn Flush>) {
     list.push(Arc::downgrade(f));
 }
 
-/// Hands over every flusher's events (waiting for the device).
+/// The longest a dump waits, in all, for device work still queued, in
+/// milliseconds ([`set_dump_wait`]).
+static DUMP_WAIT_MS: AtomicU64 = AtomicU64::new(DEFAULT_DUMP_WAIT.as_millis() as u64);
+
+/// How long a dump waits by default for device work still queued (5 s).
+pub const DEFAULT_DUMP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Sets the longest a dump ([`crate::dump`], [`crate::to_json`],
+/// [`snapshot`], `dipu_profiler_dump`) waits, in all, for the device work
+/// it has timing events for: past it the dump writes what completed and
+/// marks the rest as pending in the trace (a stream that never finishes
+/// cannot hang it). Default [`DEFAULT_DUMP_WAIT`].
+pub fn set_dump_wait(wait: std::time::Duration) {
+    let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+    DUMP_WAIT_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The longest a dump waits for device work ([`set_dump_wait`]).
+pub fn dump_wait() -> std::time::Duration {
+    std::time::Duration::from_millis(DUMP_WAIT_MS.load(Ordering::Relaxed))
+}
+
+/// Hands over every flusher's events (waiting for the device, at most
+/// [`dump_wait`] in all).
 pub(crate) fn flush_all() {
     let list: Vec<_> = FLUSHERS.lock().iter().filter_map(Weak::upgrade).collect();
+    let deadline = Instant::now() + dump_wait();
     for f in list {
-        f.flush(true);
+        f.flush(deadline);
     }
 }
 

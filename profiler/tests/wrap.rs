@@ -150,3 +150,69 @@ fn collectives_are_timed_on_their_stream() {
     }
     dipu_profiler::clear();
 }
+
+/// A dump does not hang on a stream that does not finish: it waits at
+/// most `dump_wait`, writes what completed, and says in the trace which
+/// work was still pending; once the stream finishes, a later dump has it.
+#[test]
+fn a_dump_waits_a_bounded_time_and_marks_what_is_pending() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let api = dipu_profiler::wrap(Arc::new(HostVendor::from_env().unwrap()));
+    let p = api.malloc(64).unwrap();
+    let s = api.stream_create(0).unwrap();
+    dipu_profiler::clear();
+    dipu_profiler::start();
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    // SAFETY: `p` holds 64 bytes of this vendor; the stream is live.
+    unsafe {
+        api.memset_async(p, 1, 64, s).unwrap();
+        api.stream_synchronize(s).unwrap();
+        // The stream is stuck behind this callback until `release` sends.
+        // (A failed test drops `release`, which lets the stream go on.)
+        api.launch_host_func(s, Box::new(move || drop(blocked.recv())))
+            .unwrap();
+        api.memset_async(p, 2, 64, s).unwrap();
+    }
+    dipu_profiler::stop();
+    dipu_profiler::set_dump_wait(std::time::Duration::from_millis(300));
+    let t = std::time::Instant::now();
+    let evs = events();
+    let took = t.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "bounded: {took:?}"
+    );
+    assert!(
+        took >= std::time::Duration::from_millis(250),
+        "it waited: {took:?}"
+    );
+    let marks = named(&evs, "still pending at dump", "vendor");
+    assert_eq!(marks.len(), 1, "{evs:?}");
+    assert_eq!(marks[0]["args"]["work"], "memset_async", "{:?}", marks[0]);
+    assert_eq!(marks[0]["args"]["waited_ms"], 300, "{:?}", marks[0]);
+    let summary = named(&evs, "device work still pending at dump", "stream");
+    assert_eq!(summary.len(), 1, "{evs:?}");
+    assert_eq!(summary[0]["args"]["slices"], 1);
+    // The first memset completed: on its stream's track at device time.
+    let done: Vec<_> = named(&evs, "memset_async", "vendor")
+        .into_iter()
+        .filter(|e| e["pid"] != i64::from(std::process::id()))
+        .collect();
+    assert_eq!(done.len(), 1, "the completed one only: {done:?}");
+
+    // Unblocked, the next dump collects it and marks nothing.
+    release.send(()).unwrap();
+    // SAFETY: the stream is live.
+    unsafe { api.stream_synchronize(s).unwrap() };
+    dipu_profiler::clear();
+    let evs = events();
+    assert!(
+        named(&evs, "still pending at dump", "vendor").is_empty(),
+        "{evs:?}"
+    );
+    assert_eq!(named(&evs, "memset_async", "vendor").len(), 1, "{evs:?}");
+    dipu_profiler::set_dump_wait(dipu_profiler::DEFAULT_DUMP_WAIT);
+    dipu_profiler::clear();
+    // SAFETY: `p` is this vendor's and nothing uses it any more.
+    unsafe { api.free(p).unwrap() };
+}

@@ -3,12 +3,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dipu_deviceapi::{DeviceApi, EventHandle, StreamHandle};
 use parking_lot::Mutex;
 
 use crate::ring::{push, Flush};
-use crate::{now_ns, Args, Category, Event, Phase, Track};
+use crate::{now_ns, Arg, Args, Category, Event, Phase, Track};
 
 /// Pending device slices beyond which queuing work first collects the
 /// completed ones (and, past twice as many, waits for the oldest).
@@ -170,7 +171,10 @@ impl DeviceTimes {
             s.pending.len()
         };
         if pending > PENDING_SOFT_LIMIT {
-            self.collect(pending > 2 * PENDING_SOFT_LIMIT);
+            // Past twice the limit, wait (as long as a dump would) for the
+            // oldest to complete.
+            let wait = pending > 2 * PENDING_SOFT_LIMIT;
+            self.collect(wait.then(|| Instant::now() + crate::dump_wait()), false);
         }
     }
 
@@ -213,20 +217,37 @@ impl DeviceTimes {
             .push(event);
     }
 
+    /// Whether `p`'s work is done: polled until `deadline` when given
+    /// (never past it: a stream that never finishes must not hang a dump).
+    fn wait_for(&self, p: &Pending, deadline: Option<Instant>) -> bool {
+        let mut pause = Duration::from_micros(20);
+        loop {
+            // SAFETY: `p.end` is our own live event.
+            match unsafe { self.api.event_query(p.end) } {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(_) => return false,
+            }
+            let Some(deadline) = deadline else {
+                return false;
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+
     /// Moves the pending slices whose events completed into the ring
-    /// (waiting for each when `wait`).
-    fn collect(&self, wait: bool) {
+    /// (waiting for each until `deadline`, when given; then, with `mark`,
+    /// saying in the trace what is still pending).
+    fn collect(&self, deadline: Option<Instant>, mark: bool) {
         let pending: Vec<Pending> = std::mem::take(&mut self.state.lock().pending).into();
         let mut kept = VecDeque::new();
         for p in pending {
-            // SAFETY: `p.end` is our own live event.
-            let done = unsafe {
-                match wait {
-                    true => self.api.event_synchronize(p.end).is_ok(),
-                    false => self.api.event_query(p.end).unwrap_or(false),
-                }
-            };
-            if !done {
+            if !self.wait_for(&p, deadline) {
                 kept.push_back(p);
                 continue;
             }
@@ -237,9 +258,47 @@ impl DeviceTimes {
             self.recycle(p.device, p.start);
             self.recycle(p.device, p.end);
         }
+        if mark && !kept.is_empty() {
+            self.mark_pending(&kept);
+        }
         let mut s = self.state.lock();
         kept.extend(s.pending.drain(..));
         s.pending = kept;
+    }
+
+    /// Says in the trace (and the log) what a dump left pending: an
+    /// instant on each such slice's stream, naming the work, and one on
+    /// the host thread with the count and the time waited.
+    fn mark_pending(&self, left: &VecDeque<Pending>) {
+        let now = now_ns();
+        let waited = crate::dump_wait().as_millis() as u64;
+        for p in left {
+            push(Event {
+                name: "still pending at dump",
+                cat: p.cat,
+                phase: Phase::Instant,
+                track: Track::stream(p.device, p.stream),
+                ts_ns: now,
+                args: Args::new()
+                    .with("work", Arg::Str(p.name))
+                    .with("waited_ms", Arg::U64(waited)),
+            });
+        }
+        push(Event {
+            name: "device work still pending at dump",
+            cat: Category::Stream,
+            phase: Phase::Instant,
+            track: Track::current_thread(),
+            ts_ns: now,
+            args: Args::new()
+                .with("slices", Arg::U64(left.len() as u64))
+                .with("waited_ms", Arg::U64(waited)),
+        });
+        tracing::warn!(
+            "dipu profiler: {} device slices still pending after waiting {waited} ms for the dump \
+             (a stream that does not finish?); marked as pending in the trace",
+            left.len()
+        );
     }
 
     /// Pushes the device slice of `p` (and its flow arrow).
@@ -281,7 +340,7 @@ impl DeviceTimes {
 }
 
 impl Flush for DeviceTimes {
-    fn flush(&self, wait: bool) {
-        self.collect(wait);
+    fn flush(&self, deadline: Instant) {
+        self.collect(Some(deadline), true);
     }
 }
