@@ -169,7 +169,7 @@ fn a_dump_waits_a_bounded_time_and_marks_what_is_pending() {
         api.stream_synchronize(s).unwrap();
         // The stream is stuck behind this callback until `release` sends.
         // (A failed test drops `release`, which lets the stream go on.)
-        api.launch_host_func(s, Box::new(move || drop(blocked.recv())))
+        api.launch_host_func(s, Box::new(move || blocked.recv().unwrap_or_default()))
             .unwrap();
         api.memset_async(p, 2, 64, s).unwrap();
     }
