@@ -201,14 +201,20 @@ int32_t dtype_of(at::ScalarType t) {
     case at::kDouble: return diopi_dtype_float64;
     case at::kComplexFloat: return diopi_dtype_complex64;
     case at::kComplexDouble: return diopi_dtype_complex128;
-    default: TORCH_CHECK(false, "dipu: DIOPI has no dtype for ", t);
+    default: return -1;
   }
 }
 
 T::T(const at::Tensor& t) : desc_{}, defined_(t.defined()) {
   if (!defined_) return;
+  // The wrappers move CPU scalars to the device themselves: any other
+  // non-dipu tensor is a mistake of the caller, reported as torch does.
+  TORCH_CHECK(t.device().type() == kDipu,
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              t.device(), " and dipu!");
   desc_.magic = DIPU_DIOPI_TENSOR_MAGIC;
   desc_.dtype = dtype_of(t.scalar_type());
+  if (desc_.dtype < 0) throw NeedsFallback{};  // a dtype DIOPI has no name for
   desc_.device = t.is_cpu() ? DIPU_DIOPI_HOST_DEVICE : t.device().index();
   desc_.ndim = static_cast<int32_t>(t.dim());
   const c10::Storage& st = t.storage();
@@ -227,7 +233,7 @@ S::S(const at::Scalar& s) {
     s_.stype = diopi_dtype_int64;
     s_.ival = s.toLong();
   } else {
-    TORCH_CHECK(false, "dipu: DIOPI takes no complex scalar");
+    throw NeedsFallback{};  // a complex scalar: DIOPI has none
   }
 }
 

@@ -51,7 +51,13 @@ bool autocompare(const std::string& op);
 
 // ---- arguments -------------------------------------------------------------
 
-// The diopiDtype_t of an ATen dtype (throws for one DIOPI lacks).
+// Thrown when the library answers diopiForceFallbackToCPU or
+// diopiDtypeNotSupported, or an argument has no DIOPI form: the generated
+// wrapper then runs the op on the CPU fallback.
+struct NeedsFallback {};
+
+// The diopiDtype_t of an ATen dtype (-1 for one DIOPI lacks: uint16/32/64,
+// float8, ...; a descriptor of one sends the op to the fallback).
 int32_t dtype_of(at::ScalarType t);
 
 // A tensor descriptor on the caller's stack, for one call: `T(x)` converts to
@@ -129,11 +135,6 @@ class Scope {
   diopiContextHandle_t ctx_ = nullptr;
   dipu_stream stream_{};
 };
-
-// Thrown by Scope::check when the library answers diopiForceFallbackToCPU
-// or diopiDtypeNotSupported: the generated wrapper then runs the op on the
-// CPU fallback.
-struct NeedsFallback {};
 
 // Calls DIOPI function `fn` (pointer `p`) with the scope's context.
 template <typename F, typename... A>

@@ -25,8 +25,12 @@ def test_dump_has_vendor_allocator_and_device_events(tmp_path):
     s = torch.dipu.Stream()
     with torch.dipu.profiler.profile(path):
         x = torch.ones(1 << 16, device="dipu")
+        # x is filled on the current stream (a DIOPI kernel, asynchronous):
+        # s waits for it, and x's block waits for s before it is reused.
+        s.wait_stream(torch.dipu.current_stream())
         with torch.dipu.stream(s):
             y = x.to("cpu", non_blocking=True)
+        x.record_stream(s)
         s.synchronize()
         del x
         torch.dipu.empty_cache()
