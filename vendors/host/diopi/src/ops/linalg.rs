@@ -37,7 +37,10 @@ unsafe fn sum_like(
     };
     let mut red = vec![dims.is_empty(); x.ndim];
     for d in dims {
-        red[norm_dim(d, x.ndim, "dim")?.min(x.ndim.saturating_sub(1))] = true;
+        let d = norm_dim(d, x.ndim, "dim")?;
+        if x.ndim > 0 {
+            red[d] = true;
+        }
     }
     let kept: i64 = x
         .shape()
