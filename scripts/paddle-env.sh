@@ -19,6 +19,22 @@ cd "$(dirname "$0")/.."
 
 paddle=paddlepaddle==3.3.1
 packages=(
+  # What paddlepaddle 3.3.1 requires, at the versions resolved on 2026-11-26
+  # (installed first, so that installing paddle finds them satisfied).
+  numpy==2.4.6
+  protobuf==7.36.2
+  pillow==13.0.0
+  networkx==3.6.1
+  opt-einsum==3.3.0
+  typing-extensions==4.16.0
+  safetensors==0.8.0
+  httpx==0.28.1
+  httpcore==1.0.9
+  h11==0.16.0
+  anyio==4.16.0
+  certifi==2026.10.19.post1
+  idna==3.20
+  # The tests.
   pytest==9.2.0
   pluggy==1.7.0
   iniconfig==2.3.1
@@ -53,7 +69,7 @@ else
   rm -f "$stamp"
   pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-warn-conflicts)
   "${pip[@]}" "${packages[@]}"
-  # Paddle's own dependencies (numpy, protobuf, Pillow, ...) as its wheel pins them.
+  # Any requirement not pinned above is resolved here.
   "${pip[@]}" "$paddle"
   # The proof that it worked: paddle imports with no plugin directory.
   CUSTOM_DEVICE_ROOT= "$venv/bin/python" -W ignore -c 'import paddle; print(paddle.__version__)' >&2
