@@ -194,6 +194,10 @@ impl Inner {
         op: ReduceOp,
         root: Option<i32>,
     ) -> Result<()> {
+        if dtype == DataType::I16 && self.no_i16.load(Ordering::Relaxed) {
+            return self.reduce_i16_widened(c, send, recv, count, op, root);
+        }
+        let avg_before = self.native_avg.load(Ordering::Relaxed);
         let chosen = self.with_op(op, |vop| {
             // SAFETY: `send`/`recv` are live device memory of the group's
             // device (the buffer contract); the stream is the communicator's.
@@ -209,7 +213,18 @@ impl Inner {
                     }
                 }
             }
-        })?;
+        });
+        let chosen = match chosen {
+            // No 16-bit integers (NCCL): widened to I32 from now on. The
+            // refusal says nothing about averaging.
+            Err(e) if e.kind() == ErrorKind::Unsupported && dtype == DataType::I16 => {
+                self.native_avg.store(avg_before, Ordering::Relaxed);
+                self.no_i16.store(true, Ordering::Relaxed);
+                tracing::debug!(target: "dipu::comm", "the vendor has no I16 ({e}); widening to I32");
+                return self.reduce_i16_widened(c, send, recv, count, op, root);
+            }
+            r => r?,
+        };
         if root.is_none_or(|r| r == c.rank) {
             self.finish_avg(c, chosen, recv, count, dtype)?;
         }

@@ -19,6 +19,7 @@ mod launch;
 mod options;
 mod outcome;
 mod watchdog;
+mod widen;
 mod work;
 
 pub use buffer::Buffer;
@@ -71,6 +72,9 @@ pub(crate) struct Inner {
     batch_open: std::sync::atomic::AtomicBool,
     /// Work to queue after the open batch's collectives.
     after_batch: Mutex<Vec<AfterBatch>>,
+    /// Whether the vendor refused `I16` reductions (NCCL): they are widened
+    /// to `I32` ([`widen`]).
+    no_i16: std::sync::atomic::AtomicBool,
 }
 
 /// Work queued after a coalesced batch's collectives.
@@ -134,6 +138,7 @@ impl ProcessGroup {
             native_avg: AtomicU8::new(0),
             watchdog: Mutex::new(None),
             batch_open: std::sync::atomic::AtomicBool::new(false),
+            no_i16: std::sync::atomic::AtomicBool::new(false),
             after_batch: Mutex::new(Vec::new()),
         });
         let handle = watchdog::spawn(Arc::downgrade(&inner))?;
