@@ -86,11 +86,14 @@ pub trait Float: Num {
 pub fn exp_f32(x: f32) -> f32 {
     const HI: f32 = 88.722_83;
     const LO: f32 = -87.336_54;
-    let xc = x.clamp(LO, HI);
-    // round to nearest with the 1.5 * 2^23 trick: `round()` is a libm call
-    // on baseline x86-64 and would stop the loop from vectorizing
+    let xc = x.max(LO).min(HI);
+    // round to nearest with the 1.5 * 2^23 trick (`round()` is a libm call
+    // on baseline x86-64 and would stop the loop from vectorizing); the
+    // integer n is then in the low bits of t
     const SHIFT: f32 = 12_582_912.0;
-    let n = (xc * std::f32::consts::LOG2_E + SHIFT) - SHIFT;
+    let t = xc * std::f32::consts::LOG2_E + SHIFT;
+    let ni = (t.to_bits() as i32).wrapping_sub(SHIFT.to_bits() as i32);
+    let n = t - SHIFT;
     let r = xc - n * 0.693_359_4 + n * 2.121_944_4e-4;
     let mut p = 1.987_569_1e-4f32;
     p = p * r + 1.398_199_9e-3;
@@ -100,9 +103,9 @@ pub fn exp_f32(x: f32) -> f32 {
     p = p * r + 0.5;
     let y = p * r * r + r + 1.0;
     // 2^n in two steps keeps n = 128 (the top of the range) finite until the product
-    let ni = n as i32;
-    let half = f32::from_bits((((ni >> 1) + 127) as u32) << 23);
-    let rest = f32::from_bits((((ni - (ni >> 1)) + 127) as u32) << 23);
+    let h = ni >> 1;
+    let half = f32::from_bits(((h + 127) as u32) << 23);
+    let rest = f32::from_bits((((ni - h) + 127) as u32) << 23);
     let v = y * half * rest;
     let v = if x < LO { 0.0 } else { v };
     let v = if x > HI { f32::INFINITY } else { v };
