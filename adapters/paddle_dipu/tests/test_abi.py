@@ -5,6 +5,7 @@ import ctypes
 import os
 import subprocess
 import tempfile
+import time
 
 import paddle
 import paddle_dipu
@@ -201,3 +202,103 @@ def test_bad_input_is_an_error_not_a_crash(capfd):
     group_end = slot_fn(iface, "xccl_group_end")
     assert group_end() == C_ERROR
     assert "xccl_group_end without xccl_group_start" in capfd.readouterr().err
+
+
+def test_streams_callbacks_pinned_memory_and_every_copy_direction():
+    """Driven through the interface's own slots, as Paddle's C++ calls them."""
+    _, iface = init_plugin()
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    d0, d1 = ctypes.c_int(0), ctypes.c_int(1)
+    D0, D1 = ctypes.addressof(d0), ctypes.addressof(d1)
+    n = 1 << 16
+    f = lambda name, *a: slot_fn(iface, name, *a)  # noqa: E731
+
+    create_stream = f("create_stream", vp, ctypes.POINTER(vp))
+    s0, s1 = vp(), vp()
+    assert create_stream(D0, ctypes.byref(s0)) == 0 and create_stream(D1, ctypes.byref(s1)) == 0
+    alloc = f("device_memory_allocate", vp, ctypes.POINTER(vp), sz)
+    free = f("device_memory_deallocate", vp, vp, sz)
+    halloc = f("host_memory_allocate", vp, ctypes.POINTER(vp), sz)
+    hfree = f("host_memory_deallocate", vp, vp, sz)
+    a0, b0, a1, pin_in, pin_out = vp(), vp(), vp(), vp(), vp()
+    for dev, p in ((D0, a0), (D0, b0), (D1, a1)):
+        assert alloc(dev, ctypes.byref(p), sz(n)) == 0 and p.value
+    for p in (pin_in, pin_out):
+        assert halloc(D0, ctypes.byref(p), sz(n)) == 0 and p.value
+    attrs = (ctypes.c_int32 * 8)()
+    assert paddle_dipu.runtime().dipu_pointer_get_attributes(pin_in, attrs) == 0 and attrs[0] == 2  # pinned
+
+    src = bytes(range(256)) * (n // 256)
+    ctypes.memmove(pin_in.value, src, n)
+    a_h2d = f("async_memory_copy_h2d", vp, vp, vp, vp, sz)
+    a_d2d = f("async_memory_copy_d2d", vp, vp, vp, vp, sz)
+    a_p2p = f("async_memory_copy_p2p", vp, vp, vp, vp, vp, sz)
+    a_d2h = f("async_memory_copy_d2h", vp, vp, vp, vp, sz)
+    sync_stream = f("synchronize_stream", vp, vp)
+    # pinned -> dipu:0 -> dipu:0 -> dipu:1 -> pinned, all queued on streams.
+    assert a_h2d(D0, s0, a0, pin_in, sz(n)) == 0
+    assert a_d2d(D0, s0, b0, a0, sz(n)) == 0
+    assert sync_stream(D0, s0) == 0
+    assert a_p2p(D1, D0, s1, a1, b0, sz(n)) == 0
+    assert a_d2h(D1, s1, pin_out, a1, sz(n)) == 0
+
+    # A callback after the copies on s1.
+    seen = []
+    CB = ctypes.CFUNCTYPE(None, vp, vp, vp, ctypes.POINTER(ctypes.c_int))
+    cb = CB(lambda dev, stream, user, status: seen.append(user))
+    add_cb = f("stream_add_callback", vp, vp, CB, vp)
+    assert add_cb(D1, s1, cb, vp(42)) == 0
+    assert sync_stream(D1, s1) == 0
+    for _ in range(200):
+        if seen:
+            break
+        time.sleep(0.01)
+    assert seen == [42]
+    assert ctypes.string_at(pin_out.value, n) == src
+
+    # Synchronous copies, every direction, and a peer copy, from pageable memory.
+    h2d = f("memory_copy_h2d", vp, vp, vp, sz)
+    d2h = f("memory_copy_d2h", vp, vp, vp, sz)
+    d2d = f("memory_copy_d2d", vp, vp, vp, sz)
+    p2p = f("memory_copy_p2p", vp, vp, vp, vp, sz)
+    memset = f("device_memory_set", vp, vp, ctypes.c_ubyte, sz)
+    page_in = ctypes.create_string_buffer(src[::-1], n)
+    page_out = ctypes.create_string_buffer(n)
+    assert h2d(D0, a0, page_in, sz(n)) == 0
+    assert d2d(D0, b0, a0, sz(n)) == 0
+    assert p2p(D1, D0, a1, b0, sz(n)) == 0
+    assert d2h(D1, page_out, a1, sz(n)) == 0
+    assert page_out.raw == src[::-1]
+    assert memset(D0, a0, 7, sz(n)) == 0
+    assert d2h(D0, page_out, a0, sz(n)) == 0
+    assert page_out.raw == b"\x07" * n
+
+    # Events: record after work, query, synchronize, make another stream wait.
+    create_event = f("create_event", vp, ctypes.POINTER(vp))
+    record = f("record_event", vp, vp, vp)
+    query = f("query_event", vp, vp)
+    sync_event = f("synchronize_event", vp, vp)
+    wait = f("stream_wait_event", vp, vp, vp)
+    destroy_event = f("destroy_event", vp, vp)
+    e = vp()
+    assert create_event(D0, ctypes.byref(e)) == 0
+    assert a_h2d(D0, s0, a0, pin_in, sz(n)) == 0
+    assert record(D0, s0, e) == 0
+    assert wait(D1, s1, e) == 0
+    assert sync_event(D0, e) == 0 and query(D0, e) == 0
+    assert f("query_stream", vp, vp)(D0, s0) == 0
+    assert destroy_event(D0, e) == 0
+
+    # Memory statistics and sizes.
+    total, free_b = sz(), sz()
+    assert f("device_memory_stats", vp, ctypes.POINTER(sz), ctypes.POINTER(sz))(D0, ctypes.byref(total), ctypes.byref(free_b)) == 0
+    assert total.value >= free_b.value > 0
+    chunk = sz()
+    assert f("device_min_chunk_size", vp, ctypes.POINTER(sz))(D0, ctypes.byref(chunk)) == 0 and chunk.value == 512
+
+    for dev, p in ((D0, a0), (D0, b0), (D1, a1)):
+        assert free(dev, p, sz(n)) == 0
+    for p in (pin_in, pin_out):
+        assert hfree(D0, p, sz(n)) == 0
+    destroy_stream = f("destroy_stream", vp, vp)
+    assert destroy_stream(D0, s0) == 0 and destroy_stream(D1, s1) == 0
