@@ -86,7 +86,7 @@ pub trait Float: Num {
 pub fn exp_f32(x: f32) -> f32 {
     const HI: f32 = 88.722_83;
     const LO: f32 = -87.336_54;
-    let xc = x.max(LO).min(HI);
+    let xc = x.clamp(LO, HI);
     // round to nearest with the 1.5 * 2^23 trick (`round()` is a libm call
     // on baseline x86-64 and would stop the loop from vectorizing); the
     // integer n is then in the low bits of t
