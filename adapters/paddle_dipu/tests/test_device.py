@@ -61,6 +61,11 @@ def finish(proc, timeout=120):
     return proc.returncode, out, err
 
 
+def test_child_processes_start(children):
+    """Starts the fresh-interpreter checks first, to run beside the others."""
+    assert all(p.pid for p in children.values())
+
+
 def test_import_lists_dipu():
     assert paddle.device.get_all_custom_device_type() == ["dipu"]
     assert paddle.is_compiled_with_custom_device("dipu")
