@@ -1018,6 +1018,7 @@ C_Status xccl_group_end() {
     return C_ERROR;
   }
   if (--g_group_depth > 0) return C_SUCCESS;
+  if (verbose()) fprintf(stderr, "paddle_dipu: xccl_group_end: %zu comm(s)\n", g_group_comms->size());
   C_Status result = C_SUCCESS;
   for (Comm* c : *g_group_comms) {
     dipu_stream s = g_group_has_stream ? g_group_stream : default_stream(c->device);

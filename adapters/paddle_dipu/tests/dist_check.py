@@ -88,6 +88,15 @@ def main():
         np.testing.assert_array_equal(got.numpy(), base * 7)
         dist.send(paddle.to_tensor(base * 8), dst=0)
 
+    # batch_isend_irecv: xccl_group_start, a send and a recv, xccl_group_end.
+    peer = 1 - rank
+    mine = paddle.to_tensor(base * (rank + 20))
+    theirs = paddle.empty([6], dtype="float32")
+    tasks = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, theirs, peer)])
+    for t in tasks:
+        t.wait()
+    np.testing.assert_array_equal(theirs.numpy(), base * (peer + 20))
+
     dist.barrier()
 
     # DataParallel: 5 steps leave identical parameters on both ranks.

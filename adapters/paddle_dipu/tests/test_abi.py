@@ -302,3 +302,60 @@ def test_streams_callbacks_pinned_memory_and_every_copy_direction():
         assert hfree(D0, p, sz(n)) == 0
     destroy_stream = f("destroy_stream", vp, vp)
     assert destroy_stream(D0, s0) == 0 and destroy_stream(D1, s1) == 0
+
+
+def test_one_rank_comm_with_a_group_batch():
+    """xccl_* on a one-rank communicator made in-process: the unique id,
+    comm init, collectives inside xccl_group_start/end and alone."""
+    _, iface = init_plugin()
+    vp, sz, ci = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    f = lambda name, *a: slot_fn(iface, name, *a)  # noqa: E731
+    FLOAT32, SUM = 11, 0
+    d0 = ctypes.c_int(0)
+    D0 = ctypes.addressof(d0)
+
+    size = sz()
+    assert f("xccl_get_unique_id_size", ctypes.POINTER(sz))(ctypes.byref(size)) == 0
+    buf = ctypes.create_string_buffer(size.value)
+    rid = RootId(size.value, ctypes.addressof(buf))
+    assert f("xccl_get_unique_id", ctypes.POINTER(RootId))(ctypes.byref(rid)) == 0
+    assert buf.value.startswith(b"dipu-xccl1 127.0.0.1 ")
+    comm = vp()
+    init_rank = f("xccl_comm_init_rank", sz, ctypes.POINTER(RootId), sz, ctypes.POINTER(vp))
+    assert init_rank(sz(1), ctypes.byref(rid), sz(0), ctypes.byref(comm)) == 0 and comm.value
+    name = ctypes.create_string_buffer(128)
+    assert f("xccl_get_comm_name", vp, ctypes.c_char_p)(comm, name) == 0 and name.value.startswith(b"dipu-")
+
+    s = vp()
+    assert f("create_stream", vp, ctypes.POINTER(vp))(D0, ctypes.byref(s)) == 0
+    alloc = f("device_memory_allocate", vp, ctypes.POINTER(vp), sz)
+    free = f("device_memory_deallocate", vp, vp, sz)
+    h2d = f("memory_copy_h2d", vp, vp, vp, sz)
+    d2h = f("memory_copy_d2h", vp, vp, vp, sz)
+    n = 8
+    x, y, g = vp(), vp(), vp()
+    for p, count in ((x, n), (y, n), (g, n)):
+        assert alloc(D0, ctypes.byref(p), sz(4 * count)) == 0
+    host = (ctypes.c_float * n)(*[float(i) + 0.5 for i in range(n)])
+    assert h2d(D0, x, host, sz(4 * n)) == 0
+
+    all_reduce = f("xccl_all_reduce", vp, vp, sz, ci, ci, vp, vp)
+    broadcast = f("xccl_broadcast", vp, sz, ci, sz, vp, vp)
+    all_gather = f("xccl_all_gather", vp, vp, sz, ci, vp, vp)
+    assert f("xccl_group_start")() == 0
+    assert all_reduce(x, y, sz(n), FLOAT32, SUM, comm, s) == 0  # x -> y, then reduced in place
+    assert broadcast(y, sz(n), FLOAT32, sz(0), comm, s) == 0
+    assert f("xccl_group_end")() == 0
+    assert all_gather(y, g, sz(n), FLOAT32, comm, s) == 0
+    assert f("synchronize_stream", vp, vp)(D0, s) == 0
+    out = (ctypes.c_float * n)()
+    assert d2h(D0, out, g, sz(4 * n)) == 0
+    assert list(out) == list(host)
+    # An unsupported data type and reduce op are errors.
+    assert all_reduce(x, x, sz(n), 3, SUM, comm, s) == 3  # UINT16
+    assert all_reduce(x, x, sz(n), FLOAT32, 9, comm, s) == 3
+
+    for p, count in ((x, n), (y, n), (g, n)):
+        assert free(D0, p, sz(4 * count)) == 0
+    assert f("xccl_destroy_comm", vp)(comm) == 0
+    assert f("destroy_stream", vp, vp)(D0, s) == 0
