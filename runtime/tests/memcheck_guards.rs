@@ -371,10 +371,11 @@ fn threads_with_their_own_streams_report_nothing() {
 /// variable it does nothing.
 #[test]
 fn exit_child() {
-    let Ok(bytes) = std::env::var("DIPU_TEST_EXIT_CHILD") else {
+    let Ok(what) = std::env::var("DIPU_TEST_EXIT_CHILD") else {
         return;
     };
-    let bytes: usize = bytes.parse().unwrap();
+    let stuck = what == "stuck";
+    let bytes: usize = if stuck { 1000 } else { what.parse().unwrap() };
     let rt = runtime(Algorithm::BestFit, false);
     assert_eq!(
         rt.guard_bytes(),
@@ -385,6 +386,21 @@ fn exit_child() {
     let p = rt.allocate_raw(bytes, s).unwrap();
     stray_write(&rt, p as usize + bytes, &s);
     stray_write(&rt, p as usize + bytes + 1, &s);
+    if stuck {
+        // A stream that never finishes: the checks at exit cannot.
+        let never = Box::new(|| loop {
+            std::thread::park();
+        });
+        // SAFETY: the stream is live; the callback touches nothing.
+        match unsafe { rt.api().launch_host_func(s.raw(), never) } {
+            Ok(()) => {}
+            Err(e) if e.kind() == dipu_runtime::ErrorKind::Unsupported => {
+                println!("no host callbacks on this vendor");
+                std::process::exit(0);
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
     rt.free_raw(0, p).unwrap();
     println!("child freed {:#x}", p as usize);
     std::process::exit(0);
@@ -438,4 +454,35 @@ fn an_overrun_nobody_checked_is_reported_at_exit() {
             "{bytes}: {report}"
         );
     }
+}
+
+/// A stream that never finishes does not hang the exit: the checks give up
+/// after `EXIT_CHECK_TIMEOUT` (10 s), the log says so, and the process
+/// exits with its status.
+#[test]
+fn a_stuck_stream_does_not_hang_the_exit() {
+    let log = std::env::temp_dir().join(format!("dipu-memcheck-stuck-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let t = std::time::Instant::now();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "exit_child", "--nocapture", "--test-threads=1"])
+        .env("DIPU_TEST_EXIT_CHILD", "stuck")
+        .env("DIPU_MEM_CHECK", "1")
+        .env("DIPU_MEM_CHECK_GUARD_BYTES", GUARD.to_string())
+        .env_remove("DIPU_MEM_CHECK_POISON")
+        .env("DIPU_MEM_CHECK_LOG_FILE", &log)
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(out.status.success(), "{out:?}");
+    if String::from_utf8_lossy(&out.stdout).contains("no host callbacks") {
+        eprintln!("skipped: the vendor has no host callbacks to hold a stream with");
+        return;
+    }
+    let limit = memcheck::EXIT_CHECK_TIMEOUT;
+    assert!(took >= limit, "it waited for the checks: {took:?}");
+    assert!(took < limit * 3, "and then exited: {took:?}");
+    assert!(text.contains("did not finish within 10 s"), "{text}");
 }
