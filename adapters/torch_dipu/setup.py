@@ -20,8 +20,8 @@ include = os.path.normpath(os.path.join(here, "..", "..", "include"))
 # kineto's headers, for the PrivateUse1 child profiler (csrc/kineto.cpp).
 kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
 
-# The DIOPI registrations: csrc/gen/diopi_ops.cpp from diopi_functions.yaml
-# (rewritten only when it changes).
+# The DIOPI registrations: csrc/gen/diopi_ops_*.cpp from diopi_functions.yaml
+# (each rewritten only when it changes).
 subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
 
 setup(
