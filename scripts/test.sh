@@ -26,6 +26,10 @@ step "in the background: the CANN headers of two torch-npu wheels, for the Ascen
 ./scripts/cann-headers.sh >"$pylogs/cann-headers.log" 2>&1 &
 cann_headers=$!
 
+step "in the background: PaddlePaddle 3.3.1 for the Paddle plugin's tests (.venv-paddle)"
+PADDLE_ENV_NO_PLUGIN=1 ./scripts/paddle-env.sh >"$pylogs/paddle-env.log" 2>&1 &
+paddle_env=$!
+
 # Waits for background job $1 and shows its log $2; a failed job fails the run.
 finish() {
   local status=0
@@ -50,6 +54,7 @@ step "waiting for the Python environments"
 finish "$cuda_env" "$pylogs/cuda-env.log"
 finish "$torch_env" "$pylogs/torch-env.log"
 finish "$cann_headers" "$pylogs/cann-headers.log"
+finish "$paddle_env" "$pylogs/paddle-env.log"
 
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
@@ -70,6 +75,9 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
 ./target/debug/dipu selftest --vendor ./target/debug/libdipu_vendor_host.so
+
+step "dipu diopi-test: the host vendor's DIOPI kernel library against CPU references (every operator, strided, aliased, another stream)"
+./target/debug/dipu diopi-test | tail -n 1
 
 step "dipu selftest: the CUDA vendor on the .venv wheels (without a GPU: the device-free check)"
 DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n 1
@@ -190,6 +198,12 @@ torch_python=$(DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh)
 # pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
 # interrupted run, a usage error or no tests collected: all but 0 fail CI.
 (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
+
+step "paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included"
+# From the repository root: inside adapters/paddle_dipu the source package
+# would shadow the installed one.
+paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
+"$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
 
 step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
 # Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
