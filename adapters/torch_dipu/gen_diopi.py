@@ -200,7 +200,11 @@ def generate(spec, schemas):
         dumps = "".join(f'    dump("{n}", {n});\n' for n in names)
         # Empty tensors go to the fallback (nothing to compute or copy, and
         # kernels need not handle them).
-        plain = [a.name for a in args if a.type.strip() in ("const at::Tensor &", "at::Tensor &")]
+        # An `out` argument is not checked: the code resizes it (a
+        # functional op that is not structured passes an empty one).
+        outs = {a.name for a in schema.arguments.out}
+        plain = [a.name for a in args if a.type.strip() in ("const at::Tensor &", "at::Tensor &")
+                 and a.name not in outs]
         empty = ""
         if plain and e.get("empty") != "ok":
             empty = "  if (" + " || ".join(f"{n}.numel() == 0" for n in plain) + ") FALLBACK();\n"
