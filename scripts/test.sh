@@ -56,6 +56,13 @@ finish "$torch_env" "$pylogs/torch-env.log"
 finish "$cann_headers" "$pylogs/cann-headers.log"
 finish "$paddle_env" "$pylogs/paddle-env.log"
 
+# The PyTorch adapter's C++ extension compiles (ninja, 2 jobs) while the
+# Rust tests run: it needs only the runtime and kernel library built above
+# and .venv-torch, and the tests leave cores idle while they wait.
+step "in the background: the PyTorch adapter's C++ extension (adapters/torch_dipu/build.sh)"
+DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh >"$pylogs/torch-build.out" 2>"$pylogs/torch-build.log" &
+torch_build=$!
+
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
 
@@ -197,7 +204,8 @@ rm -rf "$cann"
 step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite"
 # The dev-profile libdipu_runtime.so of the cargo build above; ninja and
 # MAX_JOBS=2 compile the C++ extension (about 10 translation units).
-torch_python=$(DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh)
+finish "$torch_build" "$pylogs/torch-build.log"
+torch_python=$(cat "$pylogs/torch-build.out")
 # pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
 # interrupted run, a usage error or no tests collected: all but 0 fail CI.
 (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
