@@ -13,7 +13,7 @@ use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dipu_runtime::{Error, ErrorKind, Result, VendorOrigin};
+use dipu_runtime::{Error, ErrorKind, Result, VendorOrigin, VendorSpec};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use parking_lot::Mutex;
 
@@ -189,10 +189,26 @@ pub struct SearchPlaces {
 }
 
 /// The file names and the directories (with why each) of the search.
+///
+/// For the built-in host vendor the runtime is not started (a framework
+/// opens the library at import, and a process that forks before it uses a
+/// device must keep its runtime unstarted); any other vendor is loaded to
+/// learn its name and file.
 pub fn search_places() -> Result<SearchPlaces> {
-    let rt = dipu_runtime::get()?;
+    let host = !dipu_runtime::is_initialized()
+        && matches!(VendorSpec::from_env(), Ok(VendorSpec::Name(ref n)) if n == "host");
+    let (vendor, plugin) = if host {
+        ("host".to_owned(), None)
+    } else {
+        let rt = dipu_runtime::get()?;
+        let plugin = match rt.vendor_origin() {
+            VendorOrigin::File(plugin) => Some(plugin.clone()),
+            _ => None,
+        };
+        (rt.vendor_name().to_owned(), plugin)
+    };
     let names = vec![
-        format!("libdiopi_impl_{}.so", rt.vendor_name()),
+        format!("libdiopi_impl_{vendor}.so"),
         "libdiopi_impl.so".to_owned(),
     ];
     let mut places: Vec<(PathBuf, &'static str)> = Vec::new();
@@ -203,15 +219,15 @@ pub fn search_places() -> Result<SearchPlaces> {
             }
         }
     };
-    match rt.vendor_origin() {
-        VendorOrigin::File(plugin) => {
-            let plugin = std::path::absolute(plugin).unwrap_or_else(|_| plugin.clone());
+    match plugin {
+        Some(plugin) => {
+            let plugin = std::path::absolute(&plugin).unwrap_or_else(|_| plugin.clone());
             add(
                 plugin.parent().map(Path::to_owned),
                 "beside the vendor plugin",
             );
         }
-        _ => {
+        None => {
             add(
                 runtime_object().and_then(|p| p.parent().map(Path::to_owned)),
                 "beside libdipu_runtime.so",
