@@ -155,7 +155,7 @@ impl Stream {
             // Idle, and submissions wait for the lock we hold: running here
             // keeps stream order.
             progress.submitted.store(submitted + 1, Ordering::SeqCst);
-            run_op(&self.label(), op, &self.errors);
+            run_op(|| self.label(), op, &self.errors);
             progress.complete_one();
             return Ok(());
         }
@@ -216,10 +216,10 @@ fn label(id: u64, device: i32) -> String {
 
 /// Runs one operation; its error becomes the vendor's asynchronous error,
 /// and a panic (a host callback's) is logged and survived.
-fn run_op(label: &str, op: Op, errors: &AsyncErrors) {
+fn run_op(label: impl Fn() -> String, op: Op, errors: &AsyncErrors) {
     match catch_unwind(AssertUnwindSafe(op)) {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => errors.record(e.context(format!("operation on {label}"))),
+        Ok(Err(e)) => errors.record(e.context(format!("operation on {}", label()))),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
@@ -228,7 +228,8 @@ fn run_op(label: &str, op: Op, errors: &AsyncErrors) {
                 .unwrap_or_else(|| "a non-string panic payload".to_owned());
             tracing::error!(
                 target: "dipu_vendor_host",
-                "a host callback on {label} panicked: {what}; the stream goes on"
+                "a host callback on {} panicked: {what}; the stream goes on",
+                label()
             );
         }
     }
@@ -265,7 +266,7 @@ fn run_worker(
     errors: &AsyncErrors,
 ) {
     while let Some(op) = next_op(ops, idle) {
-        run_op(label, op, errors);
+        run_op(|| label.to_owned(), op, errors);
         progress.complete_one();
     }
 }
