@@ -148,6 +148,23 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(self.to(at::kCPU));
 }
 
+// Whether `t` is a dense strided tensor on the CPU or on dipu: the two
+// share TensorImpl's layout, so one can take the other's data in place.
+bool dense_cpu_or_dipu(const at::Tensor& t) {
+  c10::DispatchKeySet ks = t.key_set();
+  return ks.has(c10::DispatchKey::Dense) && t.layout() == at::kStrided &&
+         (t.device().is_cpu() || t.device().type() == kDipu);
+}
+
+// What Module._apply asks before `param.data = param.to("dipu")`: true
+// keeps the Parameter object (and with it every tie between modules), as
+// it does for CPU <-> CUDA. ATen's own answer knows only the built-in
+// dense backends, so it says false for CPU <-> PrivateUse1.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense_cpu_or_dipu(self) && dense_cpu_or_dipu(from));
+}
+
 void record_stream(at::Tensor& self, c10::Stream stream) {
   const auto& data = self.storage().data_ptr();
   if (data.get() == nullptr) return;
@@ -172,6 +189,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", set_empty);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace torch_dipu
