@@ -42,6 +42,7 @@ mod info;
 mod logging;
 mod memviz;
 mod memviz_page;
+mod memviz_paths;
 mod replay;
 mod selftest;
 mod vendor;

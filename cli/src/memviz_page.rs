@@ -45,7 +45,8 @@ struct Stacks {
 }
 
 impl Stacks {
-    /// The stack's number, or -1 for none.
+    /// The stack's number, or -1 for none. Files are shown without the
+    /// build machine's directories (`memviz_paths`).
     fn id(&mut self, frames: &[Frame]) -> i64 {
         if frames.is_empty() {
             return -1;
@@ -55,7 +56,8 @@ impl Stacks {
             if f.filename.is_empty() {
                 let _ = writeln!(text, "{}", f.name);
             } else {
-                let _ = writeln!(text, "{} ({}:{})", f.name, f.filename, f.line);
+                let file = crate::memviz_paths::short_path(&f.filename);
+                let _ = writeln!(text, "{} ({file}:{})", f.name, f.line);
             }
         }
         let next = self.texts.len();
@@ -181,5 +183,59 @@ mod tests {
             !page.contains("http://") && !page.contains("https://"),
             "nothing from the network"
         );
+    }
+
+    #[test]
+    fn stacks_show_paths_relative_to_the_workspace() {
+        use dipu_allocator::history::{Block, Segment};
+        let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let frame = |name: &str, filename: String, line| Frame {
+            name: name.into(),
+            filename,
+            line,
+        };
+        let frames = vec![
+            frame(
+                "dipu_allocator::replay::replay",
+                format!("{ws}/allocator/src/replay.rs"),
+                134,
+            ),
+            frame(
+                "backtrace::trace",
+                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/backtrace-0.3.74/src/lib.rs"
+                    .into(),
+                7,
+            ),
+            frame("train", "/home/u/train.py".into(), 3),
+        ];
+        let mut snapshot = MemorySnapshot::default();
+        snapshot.segments.push(Segment {
+            device: 0,
+            address: 4096,
+            total_size: 512,
+            stream: 0,
+            pool: "large".into(),
+            blocks: vec![Block {
+                address: 4096,
+                size: 512,
+                requested_size: 512,
+                state: BlockState::Allocated,
+                frames: frames.into(),
+            }],
+        });
+        let page = render(&snapshot, "t");
+        assert!(page.contains("dipu_allocator::replay::replay (allocator/src/replay.rs:134)"));
+        assert!(page.contains("backtrace::trace (backtrace-0.3.74/src/lib.rs:7)"));
+        assert!(
+            page.contains("train (/home/u/train.py:3)"),
+            "other paths unchanged"
+        );
+        assert!(!page.contains(&format!("{ws}/")), "no workspace path left");
+        assert!(!page.contains(".cargo/registry"));
     }
 }

@@ -282,6 +282,33 @@ fn hundred_thousand_events_are_drawn_within_the_bound() {
 }
 
 #[test]
+fn stacks_on_the_page_name_no_directory_of_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("small.trace");
+    std::fs::write(&trace, "a 0 4096\na 1 3000000\nf 0\n").unwrap();
+    let html = dir.path().join("small.html");
+    memviz(&[
+        "--replay",
+        trace.to_str().unwrap(),
+        "--stacks",
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    assert!(
+        page.contains("(allocator/src/replay.rs:"),
+        "the replay's frame, relative to the repository"
+    );
+    assert!(
+        !page.contains(&format!("{}/", workspace.display())),
+        "the page names the workspace directory {}",
+        workspace.display()
+    );
+    assert!(!page.contains("/.cargo/registry/src/"));
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.pickle");
