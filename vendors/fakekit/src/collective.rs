@@ -1,190 +1,397 @@
-//! Communicators whose ranks are threads of one process: ranks join by a
-//! unique id, and every operation is a meeting of its parties where each
-//! posts what it brings (buffer addresses), reads what the others posted,
-//! and leaves only when every party has finished reading.
+//! Communicators whose ranks are processes (or threads: the same path
+//! serves both). Ranks meet in POSIX shared memory named by the unique id:
+//! a control segment (`/dev/shm/dipu-fake-<tag>-<hash of the id>`) holds
+//! the size, who joined (each rank's process id) and the aborted flag.
+//! Every operation is a meeting: each party posts what it brings (a few
+//! words of metadata and its data) as a file of its own, reads what the
+//! others posted (mapped, so nothing is copied twice), and removes its file
+//! once every party has mapped it.
+//!
+//! A waiting rank notices a peer process that exited (its process is gone
+//! or a zombie): the communicator is then aborted for everyone, and the
+//! files of the communicator (the dead rank's included) are removed, so a
+//! killed rank leaves nothing in `/dev/shm` once the others are done.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::shm::Map;
 
 /// A meeting's key: (kind, sequence) chosen by the fake (a collective's
 /// sequence number, a send/receive pair's own counter...).
 pub type Key = (u64, u64);
 
+/// Words of metadata each party posts with its data.
+pub const META: usize = 6;
+
+/// The most ranks a communicator may have.
+pub const MAX_RANKS: usize = 512;
+
 /// Why a wait ended without the other parties.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Aborted;
-
-#[derive(Debug, Default)]
-struct Meeting {
-    posted: Vec<Option<Vec<usize>>>,
-    finished: usize,
+pub enum Failure {
+    /// The communicator was aborted (by a rank, or after a peer exited).
+    Aborted,
+    /// The process of this rank exited before the meeting.
+    PeerExited(usize),
+    /// The wait's limit passed.
+    TimedOut,
+    /// The shared memory could not be made or read (`/dev/shm` full...).
+    System,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    joined: usize,
-    meetings: HashMap<Key, Meeting>,
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Aborted => f.write_str("the communicator was aborted"),
+            Failure::PeerExited(r) => write!(f, "the process of rank {r} exited"),
+            Failure::TimedOut => f.write_str("the other ranks did not arrive in time"),
+            Failure::System => f.write_str("the shared memory of the communicator failed"),
+        }
+    }
 }
 
-/// One communicator, shared by its ranks.
+/// The control segment, shared by every rank.
+#[repr(C)]
+struct Control {
+    nranks: AtomicU64,
+    generation: AtomicU64,
+    joined: AtomicU64,
+    aborted: AtomicU64,
+    pids: [AtomicU32; MAX_RANKS],
+}
+
+/// Bytes before a posted file's data: readers (u64), length (u64), meta.
+const HEAD: usize = 64;
+
+/// Where the segments live.
+const DIR: &str = "/dev/shm";
+
+/// FNV-1a of `bytes`.
+fn fnv64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The name (in `/dev/shm`) every file of the communicator of `id` starts
+/// with, for fake `tag` (`nccl`, `hccl`, `cncl`).
+pub fn shm_prefix(tag: &str, id: &[u8]) -> String {
+    format!("dipu-fake-{tag}-{:016x}", fnv64(id))
+}
+
+/// Whether process `pid` is running (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// One party's post: its file, removed when dropped.
 #[derive(Debug)]
-pub struct Comm {
+pub struct Posted {
+    path: PathBuf,
+    map: Map,
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// What one party posted, as another party reads it.
+#[derive(Debug)]
+pub struct View {
+    map: Map,
+}
+
+impl View {
+    /// The metadata words.
+    pub fn meta(&self) -> [u64; META] {
+        let mut m = [0; META];
+        for (i, w) in m.iter_mut().enumerate() {
+            *w = self.map.word(16 + 8 * i).load(Ordering::Acquire);
+        }
+        m
+    }
+
+    /// The data.
+    pub fn data(&self) -> &[u8] {
+        let len = self.map.word(8).load(Ordering::Acquire) as usize;
+        &self.map.bytes()[HEAD..HEAD + len.min(self.map.len() - HEAD)]
+    }
+}
+
+/// One rank's membership of a communicator.
+#[derive(Debug)]
+pub struct Member {
     /// The number of ranks.
     pub nranks: usize,
-    state: Mutex<State>,
-    cv: Condvar,
-    aborted: AtomicBool,
+    /// This rank.
+    pub rank: usize,
+    name: String,
+    prefix: String,
+    ctl: Map,
 }
 
-impl Comm {
-    fn new(nranks: usize) -> Self {
-        Comm {
-            nranks,
-            state: Mutex::new(State::default()),
-            cv: Condvar::new(),
-            aborted: AtomicBool::new(false),
+impl Member {
+    /// Joins the communicator of `id` as `rank` of `nranks` (the first
+    /// rank to come makes it; the last one removes its name, which every
+    /// rank has mapped by then). `Err` if `id` was used for another size
+    /// or `rank` joined already.
+    pub fn join(tag: &str, id: &[u8], nranks: usize, rank: usize) -> Result<Member, String> {
+        if nranks == 0 || nranks > MAX_RANKS || rank >= nranks {
+            return Err(format!(
+                "rank {rank} of {nranks} (at most {MAX_RANKS} ranks)"
+            ));
         }
+        let name = shm_prefix(tag, id);
+        let path = Path::new(DIR).join(&name);
+        let size = std::mem::size_of::<Control>();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if file.metadata().map_or(0, |m| m.len()) < size as u64 {
+            file.set_len(size as u64)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let ctl = Map::new(&file, size).map_err(|e| format!("{}: {e}", path.display()))?;
+        drop(file);
+        let c = ctl.control();
+        if let Err(other) =
+            c.nranks
+                .compare_exchange(0, nranks as u64, Ordering::AcqRel, Ordering::Acquire)
+        {
+            if other != nranks as u64 {
+                return Err(format!("the id was used for {other} ranks, not {nranks}"));
+            }
+        }
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        let _ = c
+            .generation
+            .compare_exchange(0, stamp, Ordering::AcqRel, Ordering::Acquire);
+        if c.pids[rank]
+            .compare_exchange(0, std::process::id(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(format!("rank {rank} joined the communicator already"));
+        }
+        let prefix = format!("{name}-{:x}", c.generation.load(Ordering::Acquire));
+        if c.joined.fetch_add(1, Ordering::AcqRel) + 1 == nranks as u64 {
+            let _ = std::fs::remove_file(&path);
+        }
+        Ok(Member {
+            nranks,
+            rank,
+            name,
+            prefix,
+            ctl,
+        })
+    }
+
+    fn control(&self) -> &Control {
+        self.ctl.control()
     }
 
     /// Whether every rank has joined.
     pub fn complete(&self) -> bool {
-        self.state.lock().joined >= self.nranks
+        self.control().joined.load(Ordering::Acquire) >= self.nranks as u64
     }
 
-    /// Blocks until every rank has joined, or the communicator is aborted.
-    pub fn wait_complete(&self) -> Result<(), Aborted> {
-        let mut s = self.state.lock();
-        while s.joined < self.nranks {
-            if self.aborted.load(Ordering::Acquire) {
-                return Err(Aborted);
-            }
-            self.cv.wait_for(&mut s, Duration::from_millis(20));
-        }
-        Ok(())
+    /// Waits until every rank has joined (at most `limit`).
+    pub fn wait_complete(&self, limit: Option<Duration>) -> Result<(), Failure> {
+        self.wait(limit, || self.complete().then_some(()))
     }
 
-    /// Aborts: every wait on it ends with [`Aborted`].
+    /// Aborts for every rank: each wait on it ends with [`Failure::Aborted`];
+    /// the communicator's files are removed.
     pub fn abort(&self) {
-        self.aborted.store(true, Ordering::Release);
-        self.cv.notify_all();
+        self.control().aborted.store(1, Ordering::Release);
+        self.clean();
     }
 
     /// Whether it was aborted.
     pub fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::Acquire)
+        self.control().aborted.load(Ordering::Acquire) != 0
     }
 
-    /// Posts what party `index` of `parties` brings to meeting `key`;
-    /// returns at once.
-    pub fn post(&self, key: Key, parties: usize, index: usize, value: Vec<usize>) {
-        let mut s = self.state.lock();
-        let m = s.meetings.entry(key).or_default();
-        if m.posted.len() < parties {
-            m.posted.resize(parties, None);
-        }
-        m.posted[index] = Some(value);
-        self.cv.notify_all();
-    }
-
-    /// Blocks until every party of meeting `key` has posted; what each posted.
-    pub fn gather(&self, key: Key, parties: usize) -> Result<Vec<Vec<usize>>, Aborted> {
-        let mut s = self.state.lock();
-        loop {
-            if self.aborted.load(Ordering::Acquire) {
-                return Err(Aborted);
-            }
-            if let Some(m) = s.meetings.get(&key) {
-                if m.posted.len() == parties && m.posted.iter().all(Option::is_some) {
-                    return Ok(m.posted.iter().flatten().cloned().collect());
-                }
-            }
-            self.cv.wait_for(&mut s, Duration::from_millis(20));
-        }
-    }
-
-    /// Marks this party done with meeting `key` and blocks until every
-    /// party is (so no buffer is reused while another party reads it).
-    pub fn finish(&self, key: Key, parties: usize) -> Result<(), Aborted> {
-        self.leave(key);
-        self.await_left(key, parties)
-    }
-
-    /// Marks this party done with meeting `key`, without waiting (a thread
-    /// that is several parties of it, as a rank sending to itself, marks
-    /// each before waiting).
-    pub fn leave(&self, key: Key) {
-        if let Some(m) = self.state.lock().meetings.get_mut(&key) {
-            m.finished += 1;
-        }
-        self.cv.notify_all();
-    }
-
-    /// Blocks until every party has left meeting `key`.
-    pub fn await_left(&self, key: Key, parties: usize) -> Result<(), Aborted> {
-        let mut s = self.state.lock();
-        loop {
-            if self.aborted.load(Ordering::Acquire) {
-                return Err(Aborted);
-            }
-            match s.meetings.get_mut(&key) {
-                Some(m) if m.finished >= parties => {
-                    // Counting past `parties` as each party sees it: the
-                    // last one to see it removes the meeting.
-                    m.finished += 1;
-                    if m.finished == 2 * parties {
-                        s.meetings.remove(&key);
-                    }
-                    return Ok(());
-                }
-                Some(_) => {}
-                None => return Ok(()),
-            }
-            self.cv.wait_for(&mut s, Duration::from_millis(20));
-        }
-    }
-}
-
-/// Communicators being formed or live, by unique id.
-#[derive(Debug, Default)]
-pub struct Registry {
-    comms: Mutex<HashMap<Vec<u8>, Arc<Comm>>>,
-}
-
-impl Registry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Joins the communicator of `id` (created by the first rank to come)
-    /// as one of `nranks`; `Err` if it exists with another size.
-    pub fn join(&self, id: &[u8], nranks: usize) -> Result<Arc<Comm>, String> {
-        let comm = {
-            let mut comms = self.comms.lock();
-            let comm = comms
-                .entry(id.to_vec())
-                .or_insert_with(|| Arc::new(Comm::new(nranks)));
-            if comm.nranks != nranks {
-                return Err(format!(
-                    "the id was used for {} ranks, not {nranks}",
-                    comm.nranks
-                ));
-            }
-            let comm = Arc::clone(comm);
-            let mut s = comm.state.lock();
-            s.joined += 1;
-            if s.joined == nranks {
-                comms.remove(id);
-            }
-            drop(s);
-            comm
+    /// Removes every file of the communicator from `/dev/shm`.
+    fn clean(&self) {
+        let _ = std::fs::remove_file(Path::new(DIR).join(&self.name));
+        let Ok(dir) = std::fs::read_dir(DIR) else {
+            return;
         };
-        comm.cv.notify_all();
-        Ok(comm)
+        let mine = format!("{}.", self.prefix);
+        for e in dir.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&mine) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// The first rank whose process is gone.
+    fn dead_peer(&self) -> Option<usize> {
+        let me = std::process::id();
+        (0..self.nranks).find(|&r| {
+            let pid = self.control().pids[r].load(Ordering::Acquire);
+            pid != 0 && pid != me && !alive(pid)
+        })
+    }
+
+    /// Polls `ready` until it gives a value; fails when the communicator is
+    /// aborted, a peer's process exited (which aborts it), or `limit` passed.
+    fn wait<T>(
+        &self,
+        limit: Option<Duration>,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T, Failure> {
+        let start = Instant::now();
+        let mut checked = start;
+        let mut pause = Duration::from_micros(5);
+        loop {
+            if let Some(v) = ready() {
+                return Ok(v);
+            }
+            if self.is_aborted() {
+                return Err(Failure::Aborted);
+            }
+            let now = Instant::now();
+            if now.duration_since(checked) >= Duration::from_millis(50) {
+                checked = now;
+                if let Some(r) = self.dead_peer() {
+                    self.abort();
+                    return Err(Failure::PeerExited(r));
+                }
+            }
+            if limit.is_some_and(|l| now.duration_since(start) >= l) {
+                return Err(Failure::TimedOut);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    fn path(&self, key: Key, index: usize) -> PathBuf {
+        Path::new(DIR).join(format!("{}.{}.{}.{index}", self.prefix, key.0, key.1))
+    }
+
+    /// Posts party `index`'s `meta` and `data` to meeting `key`; returns at once.
+    pub fn post(
+        &self,
+        key: Key,
+        index: usize,
+        meta: [u64; META],
+        data: &[u8],
+    ) -> Result<Posted, Failure> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = Path::new(DIR).join(format!(
+            "{}.t{}.{}",
+            self.prefix,
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let made = (|| -> std::io::Result<Map> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.set_len((HEAD + data.len()) as u64)?;
+            let map = Map::new(&file, HEAD + data.len())?;
+            map.word(8).store(data.len() as u64, Ordering::Release);
+            for (i, &w) in meta.iter().enumerate() {
+                map.word(16 + 8 * i).store(w, Ordering::Release);
+            }
+            // SAFETY: the mapping has HEAD + data.len() bytes, written only here.
+            unsafe { map.write(HEAD, data) };
+            Ok(map)
+        })();
+        let path = self.path(key, index);
+        match made.and_then(|map| std::fs::rename(&tmp, &path).map(|()| map)) {
+            Ok(map) => Ok(Posted { path, map }),
+            Err(_) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(Failure::System)
+            }
+        }
+    }
+
+    /// Waits (at most `limit`) until party `index` of meeting `key` has
+    /// posted; what it posted (the poster counts this read).
+    pub fn read(&self, key: Key, index: usize, limit: Option<Duration>) -> Result<View, Failure> {
+        let path = self.path(key, index);
+        let file: File = self.wait(limit, || {
+            OpenOptions::new().read(true).write(true).open(&path).ok()
+        })?;
+        let len = file.metadata().map_err(|_| Failure::System)?.len() as usize;
+        let map = Map::new(&file, len.max(HEAD)).map_err(|_| Failure::System)?;
+        drop(file);
+        map.word(0).fetch_add(1, Ordering::AcqRel);
+        Ok(View { map })
+    }
+
+    /// Waits (at most `limit`) until every party of meeting `key` (there
+    /// are `parties`) has posted; what each posted.
+    pub fn gather(
+        &self,
+        key: Key,
+        parties: usize,
+        limit: Option<Duration>,
+    ) -> Result<Vec<View>, Failure> {
+        (0..parties).map(|i| self.read(key, i, limit)).collect()
+    }
+
+    /// Waits (at most `limit`) until `readers` parties have read `posted`,
+    /// then removes it.
+    pub fn finish(
+        &self,
+        posted: Posted,
+        readers: usize,
+        limit: Option<Duration>,
+    ) -> Result<(), Failure> {
+        let count = posted.map.word(0);
+        self.wait(limit, || {
+            (count.load(Ordering::Acquire) >= readers as u64).then_some(())
+        })
+    }
+}
+
+impl Drop for Member {
+    /// Leaving before every rank joined aborts the communicator (the others
+    /// would wait for ever); an aborted one's files are removed.
+    fn drop(&mut self) {
+        if !self.complete() {
+            self.abort();
+        } else if self.is_aborted() {
+            self.clean();
+        }
+    }
+}
+
+impl Map {
+    fn control(&self) -> &Control {
+        debug_assert!(self.len() >= std::mem::size_of::<Control>());
+        // SAFETY: a shared mapping of at least size_of::<Control>() bytes,
+        // page-aligned; Control is atomics only, valid for any bytes.
+        unsafe { &*self.ptr().cast::<Control>() }
     }
 }
 
@@ -192,26 +399,32 @@ impl Registry {
 mod tests {
     use super::*;
 
+    fn id(name: &str) -> Vec<u8> {
+        format!("{name}-{}-{:?}", std::process::id(), Instant::now()).into_bytes()
+    }
+
     #[test]
     fn ranks_meet_and_exchange() {
-        let reg = Arc::new(Registry::new());
-        let sums: Vec<usize> = std::thread::scope(|s| {
+        let id = id("meet");
+        let sums: Vec<u64> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
                 .map(|rank| {
-                    let reg = Arc::clone(&reg);
+                    let id = id.clone();
                     s.spawn(move || {
-                        let comm = reg.join(b"id", 4).unwrap();
-                        comm.wait_complete().unwrap();
+                        let m = Member::join("test", &id, 4, rank).unwrap();
+                        m.wait_complete(None).unwrap();
                         let mut total = 0;
-                        for seq in 0..3 {
-                            comm.post((0, seq), 4, rank, vec![rank + seq as usize]);
-                            total += comm
-                                .gather((0, seq), 4)
-                                .unwrap()
-                                .iter()
-                                .map(|v| v[0])
-                                .sum::<usize>();
-                            comm.finish((0, seq), 4).unwrap();
+                        for seq in 0..3u64 {
+                            let value = rank as u64 + seq;
+                            let p = m
+                                .post((0, seq), rank, [value, 0, 0, 0, 0, 0], &value.to_ne_bytes())
+                                .unwrap();
+                            for v in m.gather((0, seq), 4, None).unwrap() {
+                                let bytes: [u8; 8] = v.data().try_into().unwrap();
+                                assert_eq!(v.meta()[0], u64::from_ne_bytes(bytes));
+                                total += v.meta()[0];
+                            }
+                            m.finish(p, 4, None).unwrap();
                         }
                         total
                     })
@@ -220,18 +433,46 @@ mod tests {
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert_eq!(sums, vec![6 + 10 + 14; 4]);
+        let prefix = shm_prefix("test", &id);
+        let left: Vec<_> = std::fs::read_dir(DIR)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .collect();
+        assert!(left.is_empty(), "left in /dev/shm: {left:?}");
     }
 
     #[test]
-    fn a_missing_rank_is_aborted() {
-        let reg = Registry::new();
-        let comm = reg.join(b"x", 2).unwrap();
-        assert!(!comm.complete());
-        comm.abort();
-        assert_eq!(comm.wait_complete(), Err(Aborted));
+    fn a_missing_rank_times_out_and_leaving_cleans_up() {
+        let id = id("missing");
+        let m = Member::join("test", &id, 2, 0).unwrap();
+        assert!(!m.complete());
         assert_eq!(
-            reg.join(b"x", 3).unwrap_err(),
+            Member::join("test", &id, 3, 1).unwrap_err(),
             "the id was used for 2 ranks, not 3"
         );
+        assert_eq!(
+            Member::join("test", &id, 2, 0).unwrap_err(),
+            "rank 0 joined the communicator already"
+        );
+        assert_eq!(
+            m.wait_complete(Some(Duration::from_millis(30))),
+            Err(Failure::TimedOut)
+        );
+        let control = Path::new(DIR).join(shm_prefix("test", &id));
+        assert!(control.exists());
+        drop(m);
+        assert!(!control.exists(), "the control segment outlived its ranks");
+    }
+
+    #[test]
+    fn an_abort_ends_every_wait() {
+        let id = id("abort");
+        let a = Member::join("test", &id, 2, 0).unwrap();
+        let b = Member::join("test", &id, 2, 1).unwrap();
+        let p = a.post((0, 0), 0, [0; META], b"x").unwrap();
+        b.abort();
+        assert_eq!(a.read((0, 0), 1, None).unwrap_err(), Failure::Aborted);
+        assert_eq!(a.finish(p, 2, None), Err(Failure::Aborted));
     }
 }

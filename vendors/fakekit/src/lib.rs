@@ -14,7 +14,8 @@
 //! - [`thread`]: the per-thread current device and the fork detector;
 //! - [`handles`]: opaque, never-null handles for objects;
 //! - [`vmem`]: virtual memory over `memfd` and `mmap` with per-device access;
-//! - [`collective`]: communicators whose ranks are threads of one process.
+//! - [`collective`]: communicators whose ranks are processes (or threads),
+//!   meeting in shared memory named by the unique id.
 //!
 //! See `README.md` for how a new vendor fake is built on it.
 
@@ -22,6 +23,7 @@ pub mod collective;
 pub mod config;
 pub mod handles;
 pub mod host;
+mod shm;
 pub mod stream;
 pub mod thread;
 pub mod trace;

@@ -1,15 +1,17 @@
-//! The fake NCCL (`libnccl.so.2`): communicators whose ranks are threads
-//! of this process, collectives and send/receive queued on CUDA streams,
-//! groups, non-blocking initialisation, asynchronous errors and abort.
-//! Each behaviour cites the sentence of NCCL's documentation it models.
+//! The fake NCCL (`libnccl.so.2`): communicators whose ranks are processes
+//! (or threads) meeting in shared memory named by the unique id
+//! ([`dipu_fakekit::collective`]), collectives and send/receive queued on
+//! CUDA streams, groups, non-blocking initialisation, asynchronous errors
+//! and abort. Each behaviour cites the sentence of NCCL's documentation it
+//! models.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use dipu_fakekit::collective::{Comm, Key, Registry};
+use dipu_fakekit::collective::{Failure, Key, Member, Posted, View, META};
 use dipu_fakekit::handles::Table;
 use dipu_fakekit::{thread, trace};
 use parking_lot::Mutex;
@@ -25,7 +27,7 @@ const API_MAGIC: u32 = 0xcafe_beef;
 
 /// One rank's communicator.
 struct Rank {
-    comm: Arc<Comm>,
+    comm: Member,
     rank: usize,
     /// Collectives launched so far (every rank launches them in one order).
     seq: AtomicU64,
@@ -40,7 +42,6 @@ struct Rank {
 }
 
 static RANKS: Table<Rank> = Table::new(0xCC_0000_0000);
-static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
 /// `ncclGetLastError`'s text: process-wide and never cleared, as NCCL's.
 static LAST: Mutex<[u8; 512]> = Mutex::new([0; 512]);
 static IDS: AtomicU64 = AtomicU64::new(0);
@@ -121,54 +122,83 @@ fn rank_of(comm: ncclComm_t) -> Result<Arc<Rank>, ncclResult_t> {
         .ok_or_else(|| invalid(format!("{comm:p} is not a live communicator")))
 }
 
-/// Runs the launches of one stream: every party posts first (so a rank
-/// may send to itself in a group), then each reads what it needs, every
-/// party finishes reading before anyone writes its result.
-fn execute(launches: Vec<Launch>) {
-    for l in &launches {
-        l.rank
-            .comm
-            .post(l.key, l.parties, l.index, vec![l.send, l.recv, l.bytes]);
-    }
-    let mut results = Vec::new();
-    for l in &launches {
-        let out = match l.rank.comm.gather(l.key, l.parties) {
-            Ok(posted) => compute(l, &posted),
-            Err(_) => {
-                l.rank.error.store(ncclRemoteError, Ordering::Release);
-                None
-            }
-        };
-        results.push(out);
-    }
-    for l in &launches {
-        l.rank.comm.leave(l.key);
-    }
-    for l in &launches {
-        if l.rank.comm.await_left(l.key, l.parties).is_err() {
-            l.rank.error.store(ncclRemoteError, Ordering::Release);
-        }
-    }
-    for (l, out) in launches.iter().zip(results) {
-        if let Some(out) = out {
-            // SAFETY: the caller's receive buffer holds the result's size.
-            unsafe { Addr(l.recv).copy_from(Addr(out.as_ptr() as usize), out.len()) };
-        }
-    }
-}
-
-/// Reads `bytes` at `at`.
+/// The bytes at `at` (a caller's buffer, alive until its operation ran).
 fn bytes(at: usize, len: usize) -> &'static [u8] {
-    // SAFETY: a rank's posted buffer, kept alive (by NCCL's contract) until
-    // its operation completes, which is after every party has finished.
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: a rank's send buffer of `len` bytes, kept alive (by NCCL's
+    // contract) until its operation completes, which is after this read.
     unsafe { std::slice::from_raw_parts(at as *const u8, len) }
 }
 
-/// This party's result, from what every party posted ([send, recv, bytes]).
-fn compute(l: &Launch, posted: &[Vec<usize>]) -> Option<Vec<u8>> {
+/// What party `l` brings to its meeting: a snapshot of what the others
+/// read from its send buffer.
+fn brings(l: &Launch) -> &'static [u8] {
+    let nranks = l.rank.comm.nranks;
+    match l.op {
+        Op::AllReduce(_) | Op::Reduce(..) | Op::AllGather | Op::Send => bytes(l.send, l.bytes),
+        Op::ReduceScatter(_) => bytes(l.send, l.bytes * nranks),
+        Op::Broadcast(root) if root == l.index => bytes(l.send, l.bytes),
+        Op::Broadcast(_) | Op::Recv => &[],
+    }
+}
+
+/// Runs the launches of one stream: every party posts first (so a rank
+/// may send to itself in a group), then each reads what the others
+/// posted, writes its result, and removes its post once every party has
+/// read it. "ncclRemoteError: A call failed possibly due to a network
+/// error or a remote process exiting prematurely.": a peer whose process
+/// exited fails the operation (and aborts the communicator) instead of
+/// hanging.
+fn execute(launches: Vec<Launch>) {
+    let fail = |l: &Launch, f: Failure| {
+        set_last(&format!("NCCL operation of rank {}: {f}", l.rank.rank));
+        l.rank.error.store(ncclRemoteError, Ordering::Release);
+    };
+    let mut posted: Vec<Option<Posted>> = Vec::new();
+    for l in &launches {
+        let mut meta = [0; META];
+        meta[0] = l.bytes as u64;
+        match l.rank.comm.post(l.key, l.index, meta, brings(l)) {
+            Ok(p) => posted.push(Some(p)),
+            Err(f) => {
+                fail(l, f);
+                posted.push(None);
+            }
+        }
+    }
+    for (l, p) in launches.iter().zip(&posted) {
+        if p.is_none() {
+            continue;
+        }
+        match l.rank.comm.gather(l.key, l.parties, None) {
+            Ok(views) => {
+                if let Some(out) = compute(l, &views) {
+                    // SAFETY: the caller's receive buffer holds the result's size.
+                    unsafe { Addr(l.recv).copy_from(Addr(out.as_ptr() as usize), out.len()) };
+                }
+            }
+            Err(f) => fail(l, f),
+        }
+    }
+    for (l, p) in launches.iter().zip(posted) {
+        if let Some(p) = p {
+            if let Err(f) = l.rank.comm.finish(p, l.parties, None) {
+                fail(l, f);
+            }
+        }
+    }
+}
+
+/// This party's result, from what every party posted.
+fn compute(l: &Launch, posted: &[View]) -> Option<Vec<u8>> {
     let n = l.bytes;
-    let sends = |offset: usize| -> Vec<&'static [u8]> {
-        posted.iter().map(|p| bytes(p[0] + offset, n)).collect()
+    let sends = |offset: usize| -> Vec<&[u8]> {
+        posted
+            .iter()
+            .map(|p| &p.data()[offset..offset + n])
+            .collect()
     };
     let mut out = vec![0u8; n];
     match l.op {
@@ -180,18 +210,16 @@ fn compute(l: &Launch, posted: &[Vec<usize>]) -> Option<Vec<u8>> {
             reduce(&sends(0), &mut out, l.dtype, op);
         }
         Op::ReduceScatter(op) => reduce(&sends(l.index * n), &mut out, l.dtype, op),
-        Op::Broadcast(root) => out.copy_from_slice(bytes(posted[root][0], n)),
+        Op::Broadcast(root) => out.copy_from_slice(&posted[root].data()[..n]),
         Op::AllGather => {
-            out = posted
-                .iter()
-                .flat_map(|p| bytes(p[0], n).to_vec())
-                .collect();
+            out = posted.iter().flat_map(|p| p.data()[..n].to_vec()).collect();
         }
         Op::Send => return None,
         Op::Recv => {
-            let sender = &posted[0];
-            let len = sender[2].min(n);
-            out[..len].copy_from_slice(bytes(sender[0], len));
+            let sent = posted[0].data();
+            let len = sent.len().min(n);
+            out[..len].copy_from_slice(&sent[..len]);
+            out.truncate(len);
         }
     }
     Some(out)
@@ -335,7 +363,11 @@ exports! {
         LAST.data_ptr().cast::<c_char>().cast_const()
     }
 
-    /// A fresh id (process, counter, time).
+    /// A fresh id (process, counter, time). "ncclGetUniqueId should be
+    /// called once when creating a communicator and the Id should be
+    /// distributed to all ranks in the communicator before calling
+    /// ncclCommInitRank.": it names the communicator's shared memory, so
+    /// ranks in other processes that got it join the same one.
     fn ncclGetUniqueId(uniqueId: *mut ncclUniqueId) -> ncclResult_t {
         run("ncclGetUniqueId", String::new, || {
             if uniqueId.is_null() {
@@ -570,7 +602,8 @@ exports! {
 }
 
 /// Joins the communicator of `id` as `rank` of `nranks` on the current
-/// device; waits for the others if `blocking`, else returns `ncclInProgress`.
+/// device (in whatever process the other ranks are); waits for the others
+/// if `blocking`, else returns `ncclInProgress`.
 ///
 /// # Safety
 /// `comm` is null or valid for a write.
@@ -588,24 +621,27 @@ unsafe fn init(
     }
     let _ = current_device();
     let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
-    let shared = REGISTRY
-        .join(&bytes, nranks as usize)
+    let member = Member::join("nccl", &bytes, nranks as usize, rank as usize)
         .map_err(|e| invalid(format!("ncclCommInitRank: {e}")))?;
     let r = Arc::new(Rank {
-        comm: Arc::clone(&shared),
+        comm: member,
         rank: rank as usize,
         seq: AtomicU64::new(0),
         p2p: Mutex::new(HashMap::new()),
         error: AtomicI32::new(ncclSuccess),
         busy: AtomicBool::new(false),
     });
+    let shared = Arc::clone(&r);
     let handle = RANKS.insert(r);
     // SAFETY: non-null, valid by the caller's contract.
     unsafe { comm.write(handle as ncclComm_t) };
     if blocking {
-        shared.wait_complete().map_err(|_| ncclRemoteError)?;
+        shared
+            .comm
+            .wait_complete(None)
+            .map_err(|_| ncclRemoteError)?;
         Ok(())
-    } else if shared.complete() {
+    } else if shared.comm.complete() {
         Ok(())
     } else {
         Err(ncclInProgress)
