@@ -18,6 +18,7 @@
 mod api;
 mod error;
 pub mod loader;
+mod methods;
 pub mod plugin;
 mod traced;
 mod types;

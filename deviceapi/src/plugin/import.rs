@@ -4,6 +4,7 @@ use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::abi::*;
+use super::convert::{AbiOut, FromAbi, IntoAbi};
 use crate::{
     Capabilities, CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, Error, ErrorKind,
     EventHandle, HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result,
@@ -159,33 +160,12 @@ fn uid_check(vendor: &PluginVendor, len: usize) -> Result<()> {
     Ok(())
 }
 
-impl DeviceApi for PluginVendor {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn version(&self) -> String {
-        self.version.clone()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.capabilities
-    }
-    fn device_count(&self) -> Result<i32> {
-        let mut n = 0;
-        ffi!(self.device_count(&mut n))?;
-        Ok(n)
-    }
-    fn current_device(&self) -> Result<i32> {
-        let mut d = 0;
-        ffi!(self.current_device(&mut d))?;
-        Ok(d)
-    }
-    fn set_device(&self, device: i32) -> Result<()> {
-        ffi!(self.set_device(device))
-    }
-    fn synchronize_device(&self) -> Result<()> {
-        ffi!(self.synchronize_device())
-    }
-    fn device_properties(&self, device: i32) -> Result<DeviceProperties> {
+/// The `special` methods of `for_each_device_method!`, whose two sides
+/// are not one value each way: written by hand.
+mod by_hand {
+    use super::*;
+
+    pub(super) fn device_properties(v: &PluginVendor, device: i32) -> Result<DeviceProperties> {
         let mut p = DipuVendorDeviceProperties {
             name: [0; 256],
             total_memory: 0,
@@ -193,7 +173,7 @@ impl DeviceApi for PluginVendor {
             minor: 0,
             multiprocessor_count: 0,
         };
-        ffi!(self.device_properties(device, &mut p))?;
+        ffi!(v.device_properties(device, &mut p))?;
         Ok(DeviceProperties {
             name: read_c_str(&p.name),
             total_memory: p.total_memory,
@@ -202,106 +182,28 @@ impl DeviceApi for PluginVendor {
             multiprocessor_count: p.multiprocessor_count,
         })
     }
-    fn memory_info(&self) -> Result<MemoryInfo> {
+
+    pub(super) fn memory_info(v: &PluginVendor) -> Result<MemoryInfo> {
         let (mut free, mut total) = (0, 0);
-        ffi!(self.memory_info(&mut free, &mut total))?;
+        ffi!(v.memory_info(&mut free, &mut total))?;
         Ok(MemoryInfo { free, total })
     }
-    fn malloc(&self, bytes: usize) -> Result<*mut c_void> {
-        let mut p = std::ptr::null_mut();
-        ffi!(self.malloc(bytes, &mut p))?;
-        Ok(p)
-    }
-    unsafe fn free(&self, ptr: *mut c_void) -> Result<()> {
-        ffi!(self.free(ptr))
-    }
-    fn malloc_host(&self, bytes: usize) -> Result<*mut c_void> {
-        let mut p = std::ptr::null_mut();
-        ffi!(self.malloc_host(bytes, &mut p))?;
-        Ok(p)
-    }
-    unsafe fn free_host(&self, ptr: *mut c_void) -> Result<()> {
-        ffi!(self.free_host(ptr))
-    }
-    unsafe fn memset(&self, ptr: *mut c_void, value: u8, bytes: usize) -> Result<()> {
-        ffi!(self.memset(ptr, value, bytes))
-    }
-    unsafe fn memset_async(
-        &self,
-        ptr: *mut c_void,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.memset_async(ptr, value, bytes, stream.as_raw()))
-    }
-    unsafe fn memcpy(
-        &self,
-        dst: *mut c_void,
-        src: *const c_void,
-        bytes: usize,
-        kind: CopyKind,
-    ) -> Result<()> {
-        ffi!(self.memcpy(dst, src, bytes, kind as i32))
-    }
-    unsafe fn memcpy_async(
-        &self,
-        dst: *mut c_void,
-        src: *const c_void,
-        bytes: usize,
-        kind: CopyKind,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.memcpy_async(dst, src, bytes, kind as i32, stream.as_raw()))
-    }
-    unsafe fn memcpy_peer(
-        &self,
-        dst: *mut c_void,
-        dst_device: i32,
-        src: *const c_void,
-        src_device: i32,
-        bytes: usize,
-    ) -> Result<()> {
-        ffi!(self.memcpy_peer(dst, dst_device, src, src_device, bytes))
-    }
-    unsafe fn memcpy_peer_async(
-        &self,
-        dst: *mut c_void,
-        dst_device: i32,
-        src: *const c_void,
-        src_device: i32,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.memcpy_peer_async(dst, dst_device, src, src_device, bytes, stream.as_raw()))
-    }
-    fn stream_priority_range(&self) -> Result<PriorityRange> {
+
+    pub(super) fn stream_priority_range(v: &PluginVendor) -> Result<PriorityRange> {
         let (mut least, mut greatest) = (0, 0);
-        ffi!(self.stream_priority_range(&mut least, &mut greatest))?;
+        ffi!(v.stream_priority_range(&mut least, &mut greatest))?;
         Ok(PriorityRange { least, greatest })
     }
-    fn stream_create(&self, priority: i32) -> Result<StreamHandle> {
-        let mut s = 0;
-        ffi!(self.stream_create(priority, &mut s))?;
-        Ok(StreamHandle::from_raw(s))
-    }
-    unsafe fn stream_destroy(&self, stream: StreamHandle) -> Result<()> {
-        ffi!(self.stream_destroy(stream.as_raw()))
-    }
-    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
-        ffi!(self.stream_synchronize(stream.as_raw()))
-    }
-    unsafe fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
-        let mut done = 0;
-        ffi!(self.stream_query(stream.as_raw(), &mut done))?;
-        Ok(done != 0)
-    }
-    unsafe fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        ffi!(self.stream_wait_event(stream.as_raw(), event.as_raw()))
-    }
-    unsafe fn launch_host_func(&self, stream: StreamHandle, callback: HostCallback) -> Result<()> {
+
+    /// # Safety
+    /// `stream` is one of this vendor's live streams.
+    pub(super) unsafe fn launch_host_func(
+        v: &PluginVendor,
+        stream: StreamHandle,
+        callback: HostCallback,
+    ) -> Result<()> {
         let data = Box::into_raw(Box::new(callback)).cast::<c_void>();
-        let result = ffi!(self.launch_host_func(stream.as_raw(), run_host_callback, data));
+        let result = ffi!(v.launch_host_func(stream.as_raw(), run_host_callback, data));
         if result.is_err() {
             // SAFETY: on failure the vendor never calls the function, so the
             // box leaked above is still ours to free.
@@ -309,44 +211,24 @@ impl DeviceApi for PluginVendor {
         }
         result
     }
-    fn event_create(&self, timing: bool) -> Result<EventHandle> {
-        let mut e = 0;
-        ffi!(self.event_create(timing as i32, &mut e))?;
-        Ok(EventHandle::from_raw(e))
-    }
-    unsafe fn event_destroy(&self, event: EventHandle) -> Result<()> {
-        ffi!(self.event_destroy(event.as_raw()))
-    }
-    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
-        ffi!(self.event_record(event.as_raw(), stream.as_raw()))
-    }
-    unsafe fn event_query(&self, event: EventHandle) -> Result<bool> {
-        let mut done = 0;
-        ffi!(self.event_query(event.as_raw(), &mut done))?;
-        Ok(done != 0)
-    }
-    unsafe fn event_synchronize(&self, event: EventHandle) -> Result<()> {
-        ffi!(self.event_synchronize(event.as_raw()))
-    }
-    unsafe fn event_elapsed_ms(&self, start: EventHandle, end: EventHandle) -> Result<f32> {
-        let mut ms = 0.0;
-        ffi!(self.event_elapsed_ms(start.as_raw(), end.as_raw(), &mut ms))?;
-        Ok(ms)
-    }
-    fn comm_unique_id_size(&self) -> usize {
-        self.comm_unique_id_size
-    }
-    fn comm_get_unique_id(&self) -> Result<Vec<u8>> {
-        let mut id = vec![0u8; self.comm_unique_id_size];
-        ffi!(self.comm_get_unique_id(id.as_mut_ptr(), id.len()))?;
+
+    pub(super) fn comm_get_unique_id(v: &PluginVendor) -> Result<Vec<u8>> {
+        let mut id = vec![0u8; v.comm_unique_id_size];
+        ffi!(v.comm_get_unique_id(id.as_mut_ptr(), id.len()))?;
         Ok(id)
     }
-    fn comm_init_rank(&self, world_size: i32, unique_id: &[u8], rank: i32) -> Result<CommHandle> {
-        if self.capabilities.contains(Capabilities::COLLECTIVES) {
-            uid_check(self, unique_id.len())?;
+
+    pub(super) fn comm_init_rank(
+        v: &PluginVendor,
+        world_size: i32,
+        unique_id: &[u8],
+        rank: i32,
+    ) -> Result<CommHandle> {
+        if v.capabilities.contains(Capabilities::COLLECTIVES) {
+            uid_check(v, unique_id.len())?;
         }
         let mut c = 0;
-        ffi!(self.comm_init_rank(
+        ffi!(v.comm_init_rank(
             world_size,
             unique_id.as_ptr(),
             unique_id.len(),
@@ -355,187 +237,60 @@ impl DeviceApi for PluginVendor {
         ))?;
         Ok(CommHandle::from_raw(c))
     }
-    unsafe fn comm_destroy(&self, comm: CommHandle) -> Result<()> {
-        ffi!(self.comm_destroy(comm.as_raw()))
-    }
-    unsafe fn comm_abort(&self, comm: CommHandle) -> Result<()> {
-        ffi!(self.comm_abort(comm.as_raw()))
-    }
-    unsafe fn comm_async_error(&self, comm: CommHandle) -> Result<()> {
-        ffi!(self.comm_async_error(comm.as_raw()))
-    }
-    unsafe fn all_reduce(
-        &self,
-        send: *const c_void,
-        recv: *mut c_void,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.all_reduce(
-            send,
-            recv,
-            count,
-            dtype as i32,
-            op as i32,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    unsafe fn broadcast(
-        &self,
-        send: *const c_void,
-        recv: *mut c_void,
-        count: usize,
-        dtype: DataType,
-        root: i32,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.broadcast(
-            send,
-            recv,
-            count,
-            dtype as i32,
-            root,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    unsafe fn all_gather(
-        &self,
-        send: *const c_void,
-        recv: *mut c_void,
-        send_count: usize,
-        dtype: DataType,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.all_gather(
-            send,
-            recv,
-            send_count,
-            dtype as i32,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    unsafe fn reduce_scatter(
-        &self,
-        send: *const c_void,
-        recv: *mut c_void,
-        recv_count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.reduce_scatter(
-            send,
-            recv,
-            recv_count,
-            dtype as i32,
-            op as i32,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    unsafe fn reduce(
-        &self,
-        send: *const c_void,
-        recv: *mut c_void,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: i32,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.reduce(
-            send,
-            recv,
-            count,
-            dtype as i32,
-            op as i32,
-            root,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    unsafe fn send(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        dtype: DataType,
-        peer: i32,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.send(
-            buf,
-            count,
-            dtype as i32,
-            peer,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    unsafe fn recv(
-        &self,
-        buf: *mut c_void,
-        count: usize,
-        dtype: DataType,
-        peer: i32,
-        comm: CommHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        ffi!(self.recv(
-            buf,
-            count,
-            dtype as i32,
-            peer,
-            comm.as_raw(),
-            stream.as_raw()
-        ))
-    }
-    fn group_start(&self) -> Result<()> {
-        ffi!(self.group_start())
-    }
-    fn group_end(&self) -> Result<()> {
-        ffi!(self.group_end())
-    }
-    fn vmm_granularity(&self) -> Result<usize> {
-        let mut g = 0;
-        ffi!(self.vmm_granularity(&mut g))?;
-        Ok(g)
-    }
-    fn vmm_reserve(&self, bytes: usize) -> Result<*mut c_void> {
-        let mut p = std::ptr::null_mut();
-        ffi!(self.vmm_reserve(bytes, &mut p))?;
-        Ok(p)
-    }
-    unsafe fn vmm_free_reservation(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
-        ffi!(self.vmm_free_reservation(ptr, bytes))
-    }
-    fn vmm_create(&self, bytes: usize) -> Result<PhysicalMemHandle> {
-        let mut h = 0;
-        ffi!(self.vmm_create(bytes, &mut h))?;
-        Ok(PhysicalMemHandle::from_raw(h))
-    }
-    unsafe fn vmm_release(&self, handle: PhysicalMemHandle) -> Result<()> {
-        ffi!(self.vmm_release(handle.as_raw()))
-    }
-    unsafe fn vmm_map(
-        &self,
-        ptr: *mut c_void,
-        bytes: usize,
-        handle: PhysicalMemHandle,
-    ) -> Result<()> {
-        ffi!(self.vmm_map(ptr, bytes, handle.as_raw()))
-    }
-    unsafe fn vmm_unmap(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
-        ffi!(self.vmm_unmap(ptr, bytes))
-    }
 }
+
+/// One method of `impl DeviceApi for PluginVendor`: a `plain` one converts
+/// each argument to its C value and the out-value back; a `special` one
+/// is in [`by_hand`].
+macro_rules! import_method {
+    (plain [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; -> $on:ident: $ot:ty) => {
+        $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+            let mut out = AbiOut::zero();
+            ffi!(self.$name($($arg.into_abi(),)* std::ptr::addr_of_mut!(out)))?;
+            FromAbi::from_abi(out)
+        }
+    };
+    (plain [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;) => {
+        $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+            ffi!(self.$name($($arg.into_abi()),*))
+        }
+    };
+    (special [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $(-> $on:ident: $ot:ty)?) => {
+        $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+            // SAFETY: the arguments are passed on unchanged, so the caller's
+            // `DeviceApi` contract carries over.
+            #[allow(unused_unsafe)]
+            unsafe {
+                by_hand::$name(self, $($arg),*)
+            }
+        }
+    };
+    (vtable_only $($rest:tt)*) => {};
+}
+
+/// `impl DeviceApi for PluginVendor` from the method list.
+macro_rules! import_side {
+    ($(
+        $(#[$doc:meta])*
+        $kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+            c($($cn:ident: $ct:ty),*) $(-> $on:ident: $ot:ty)?;
+    )*) => {
+        impl DeviceApi for PluginVendor {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn version(&self) -> String {
+                self.version.clone()
+            }
+            fn capabilities(&self) -> Capabilities {
+                self.capabilities
+            }
+            fn comm_unique_id_size(&self) -> usize {
+                self.comm_unique_id_size
+            }
+            $(import_method!($kind [$($unsafe)?] $name($($arg: $ty),*) -> $ret; $(-> $on: $ot)?);)*
+        }
+    };
+}
+
+crate::for_each_device_method!(import_side);

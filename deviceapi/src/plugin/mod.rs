@@ -2,6 +2,7 @@
 //! [`export_vendor!`](crate::export_vendor), and the import side the loader uses.
 
 pub mod abi;
+mod convert;
 pub mod export;
 pub(crate) mod import;
 
