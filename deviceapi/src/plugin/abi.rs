@@ -114,6 +114,23 @@ macro_rules! vtable_struct {
                 )*
             }
         }
+
+        impl DipuVendorVTable {
+            /// Every field's name and byte offset, in order: what the
+            /// layout tests compare with a C compiler's view of the header.
+            #[doc(hidden)]
+            pub fn field_offsets() -> Vec<(&'static str, usize)> {
+                use std::mem::offset_of;
+                vec![
+                    ("abi_major", offset_of!(Self, abi_major)),
+                    ("struct_size", offset_of!(Self, struct_size)),
+                    ("private_data", offset_of!(Self, private_data)),
+                    ("release", offset_of!(Self, release)),
+                    ("describe", offset_of!(Self, describe)),
+                    $((stringify!($name), offset_of!(Self, $name)),)*
+                ]
+            }
+        }
     };
 }
 

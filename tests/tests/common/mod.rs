@@ -13,14 +13,33 @@ pub(crate) fn workspace_root() -> PathBuf {
 /// Compiles `tests/c/<src>` with `-D<define>`s into the shared library
 /// `dir/<name>`, as strictly as a vendor's own CI would (C11, -Werror).
 pub(crate) fn build_c_plugin(dir: &Path, src: &str, defines: &[&str], name: &str) -> PathBuf {
+    let include = workspace_root().join("include");
+    build_c(dir, src, defines, name, &include, true)
+}
+
+/// Compiles `tests/c/<src>` as strictly as [`build_c_plugin`], against the
+/// headers in `include`, into `dir/<name>`: a shared library if `shared`,
+/// else a program.
+pub(crate) fn build_c(
+    dir: &Path,
+    src: &str,
+    defines: &[&str],
+    name: &str,
+    include: &Path,
+    shared: bool,
+) -> PathBuf {
     let root = workspace_root();
     let out = dir.join(name);
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&compiler)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"])
-        .args(["-shared", "-fPIC", "-pthread"])
+        .args(if shared {
+            &["-shared", "-fPIC", "-pthread"][..]
+        } else {
+            &["-pthread"][..]
+        })
         .arg("-I")
-        .arg(root.join("include"))
+        .arg(include)
         .args(defines.iter().map(|d| format!("-D{d}")))
         .arg(root.join("tests/c").join(src))
         .arg("-o")
