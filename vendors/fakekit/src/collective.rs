@@ -223,8 +223,32 @@ impl Member {
     /// Aborts for every rank: each wait on it ends with [`Failure::Aborted`];
     /// the communicator's files are removed.
     pub fn abort(&self) {
-        self.control().aborted.store(1, Ordering::Release);
+        let _ = self
+            .control()
+            .aborted
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
         self.clean();
+    }
+
+    /// Aborts because rank `dead`'s process exited (every rank's wait then
+    /// says so).
+    fn abort_for(&self, dead: usize) {
+        let _ = self.control().aborted.compare_exchange(
+            0,
+            2 + dead as u64,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        self.clean();
+    }
+
+    /// Why it was aborted, if it was.
+    fn aborted(&self) -> Option<Failure> {
+        match self.control().aborted.load(Ordering::Acquire) {
+            0 => None,
+            1 => Some(Failure::Aborted),
+            n => Some(Failure::PeerExited((n - 2) as usize)),
+        }
     }
 
     /// Whether it was aborted.
@@ -269,15 +293,15 @@ impl Member {
             if let Some(v) = ready() {
                 return Ok(v);
             }
-            if self.is_aborted() {
-                return Err(Failure::Aborted);
+            if let Some(why) = self.aborted() {
+                return Err(why);
             }
             let now = Instant::now();
             if now.duration_since(checked) >= Duration::from_millis(50) {
                 checked = now;
                 if let Some(r) = self.dead_peer() {
-                    self.abort();
-                    return Err(Failure::PeerExited(r));
+                    self.abort_for(r);
+                    return Err(self.aborted().unwrap_or(Failure::PeerExited(r)));
                 }
             }
             if limit.is_some_and(|l| now.duration_since(start) >= l) {

@@ -14,6 +14,7 @@
 //! - [`thread`]: the per-thread current device and the fork detector;
 //! - [`handles`]: opaque, never-null handles for objects;
 //! - [`vmem`]: virtual memory over `memfd` and `mmap` with per-device access;
+//! - [`ranks`]: a test harness running ranks as processes;
 //! - [`collective`]: communicators whose ranks are processes (or threads),
 //!   meeting in shared memory named by the unique id.
 //!
@@ -23,6 +24,7 @@ pub mod collective;
 pub mod config;
 pub mod handles;
 pub mod host;
+pub mod ranks;
 mod shm;
 pub mod stream;
 pub mod thread;

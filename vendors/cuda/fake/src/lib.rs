@@ -40,6 +40,8 @@ pub mod runtime;
 mod state;
 pub mod types;
 
+/// The shared machinery, for tests (`dipu_fakekit::ranks`: ranks as processes).
+pub use dipu_fakekit;
 pub use exports::Signature;
 
 /// `DIPU_FAKE_CUDA_DRIVER_VERSION`: the driver's CUDA version as

@@ -172,13 +172,20 @@ fn execute(launches: Vec<Launch>) {
         if p.is_none() {
             continue;
         }
-        match l.rank.comm.gather(l.key, l.parties, None) {
-            Ok(views) => {
-                if let Some(out) = compute(l, &views) {
-                    // SAFETY: the caller's receive buffer holds the result's size.
-                    unsafe { Addr(l.recv).copy_from(Addr(out.as_ptr() as usize), out.len()) };
-                }
+        let result = l
+            .rank
+            .comm
+            .gather(l.key, l.parties, None)
+            .and_then(|views| match l.op {
+                Op::AllReduce(op) => all_reduce(l, op, &views).map(Some),
+                _ => Ok(compute(l, &views)),
+            });
+        match result {
+            Ok(Some(out)) => {
+                // SAFETY: the caller's receive buffer holds the result's size.
+                unsafe { Addr(l.recv).copy_from(Addr(out.as_ptr() as usize), out.len()) };
             }
+            Ok(None) => {}
             Err(f) => fail(l, f),
         }
     }
@@ -191,7 +198,32 @@ fn execute(launches: Vec<Launch>) {
     }
 }
 
-/// This party's result, from what every party posted.
+/// An all-reduce as NCCL's guide describes it ("Executing ReduceScatter,
+/// followed by AllGather, is equivalent to the AllReduce operation."):
+/// this rank reduces its share of the elements of every party's post,
+/// posts that share in a second meeting, and gathers every rank's share.
+/// Each rank reads and reduces `1/nranks` of the data, not all of it.
+fn all_reduce(l: &Launch, op: i32, posted: &[View]) -> Result<Vec<u8>, Failure> {
+    let w = size_of(l.dtype).unwrap_or(1);
+    let (elems, nranks) = (l.bytes / w, l.parties);
+    let share = |r: usize| (elems * r / nranks * w, elems * (r + 1) / nranks * w);
+    let (lo, hi) = share(l.index);
+    let inputs: Vec<&[u8]> = posted.iter().map(|p| &p.data()[lo..hi]).collect();
+    let mut mine = vec![0u8; hi - lo];
+    reduce(&inputs, &mut mine, l.dtype, op);
+    let key = (2, l.key.1);
+    let posted_share = l.rank.comm.post(key, l.index, [0; META], &mine)?;
+    let shares = l.rank.comm.gather(key, nranks, None)?;
+    let mut out = Vec::with_capacity(l.bytes);
+    for s in &shares {
+        out.extend_from_slice(s.data());
+    }
+    l.rank.comm.finish(posted_share, nranks, None)?;
+    Ok(out)
+}
+
+/// This party's result, from what every party posted (an all-reduce's is
+/// [`all_reduce`]'s).
 fn compute(l: &Launch, posted: &[View]) -> Option<Vec<u8>> {
     let n = l.bytes;
     let sends = |offset: usize| -> Vec<&[u8]> {

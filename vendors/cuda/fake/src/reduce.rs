@@ -123,10 +123,55 @@ fn fold_floats(
     }
 }
 
+/// Float32 (the common case) over aligned buffers, a whole input at a
+/// time, with the same arithmetic as [`fold_floats`] (in f64, rounded
+/// once); `false` if a buffer is not aligned.
+fn fold_f32(inputs: &[&[u8]], out: &mut [u8], op: i32) -> bool {
+    fn floats(b: &[u8]) -> Option<&[f32]> {
+        // SAFETY: every bit pattern is an f32; only the aligned middle is used.
+        let (head, mid, tail) = unsafe { b.align_to::<f32>() };
+        (head.is_empty() && tail.is_empty()).then_some(mid)
+    }
+    let Some(ins) = inputs.iter().map(|b| floats(b)).collect::<Option<Vec<_>>>() else {
+        return false;
+    };
+    // SAFETY: as above, written as f32s.
+    let (head, outs, tail) = unsafe { out.align_to_mut::<f32>() };
+    if !head.is_empty() || !tail.is_empty() || ins.is_empty() {
+        return false;
+    }
+    let len = outs.len();
+    let mut acc: Vec<f64> = vec![0.0; len];
+    for i in 0..len {
+        acc[i] = f64::from(ins[0][i]);
+    }
+    for input in &ins[1..] {
+        // One loop per operator, the operator chosen once per input.
+        match op {
+            0 | 4 => (0..len).for_each(|i| acc[i] += f64::from(input[i])),
+            1 => (0..len).for_each(|i| acc[i] *= f64::from(input[i])),
+            2 => (0..len).for_each(|i| acc[i] = acc[i].max(f64::from(input[i]))),
+            _ => (0..len).for_each(|i| acc[i] = acc[i].min(f64::from(input[i]))),
+        }
+    }
+    let n = ins.len() as f64;
+    for i in 0..len {
+        outs[i] = if op == 4 {
+            (acc[i] / n) as f32
+        } else {
+            acc[i] as f32
+        };
+    }
+    true
+}
+
 /// Reduces `inputs` (equal lengths) element-wise with NCCL operator `op`
 /// (sum, prod, max, min, avg) of type `t` into `out`.
 pub(crate) fn reduce(inputs: &[&[u8]], out: &mut [u8], t: i32, op: i32) {
     let n = inputs.len();
+    if t == 7 && fold_f32(inputs, out, op) {
+        return;
+    }
     match t {
         0 => fold_ints!(i8, inputs, out, op, n),
         1 => fold_ints!(u8, inputs, out, op, n),
