@@ -396,6 +396,38 @@ impl Member {
             (count.load(Ordering::Acquire) >= readers as u64).then_some(())
         })
     }
+
+    /// The second half of an all-reduce done as NCCL's guide describes it
+    /// ("Executing ReduceScatter, followed by AllGather, is equivalent to
+    /// the AllReduce operation."): given what every party posted to the
+    /// first meeting (`posted`, equal lengths of `elem`-byte elements),
+    /// this rank reduces its share of the elements with `reduce(inputs,
+    /// out)`, posts it to meeting `key`, and returns every rank's share in
+    /// order. Each rank reads and reduces `1/nranks` of the data.
+    pub fn all_reduce_shares(
+        &self,
+        key: Key,
+        posted: &[View],
+        elem: usize,
+        reduce: impl FnOnce(&[&[u8]], &mut [u8]),
+        limit: Option<Duration>,
+    ) -> Result<Vec<u8>, Failure> {
+        let parties = posted.len();
+        let elems = posted.get(self.rank).map_or(0, |v| v.data().len()) / elem.max(1);
+        let share = |r: usize| elems * r / parties * elem;
+        let (lo, hi) = (share(self.rank), share(self.rank + 1));
+        let inputs: Vec<&[u8]> = posted.iter().map(|p| &p.data()[lo..hi]).collect();
+        let mut mine = vec![0u8; hi - lo];
+        reduce(&inputs, &mut mine);
+        let post = self.post(key, self.rank, [0; META], &mine)?;
+        let shares = self.gather(key, parties, limit)?;
+        let mut out = Vec::with_capacity(elems * elem);
+        for s in &shares {
+            out.extend_from_slice(s.data());
+        }
+        self.finish(post, parties, limit)?;
+        Ok(out)
+    }
 }
 
 impl Drop for Member {

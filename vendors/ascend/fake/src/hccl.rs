@@ -1,25 +1,33 @@
-//! HCCL with ranks as threads of one process. A root info names a clique;
-//! `HcclCommInitRootInfo` waits until every rank joined. Each collective
-//! takes the next sequence number of its communicator when it is issued,
-//! and runs as a task on the rank's stream: every rank deposits its
-//! buffers, waits for all the others (first barrier), computes its result
-//! from all of them into a private buffer, waits again (second barrier: no
-//! rank writes a buffer another may still read), then writes its result.
-//! Sends and receives meet in per-pair queues ([`crate::p2p`]).
+//! HCCL with ranks as processes (or threads), meeting in shared memory
+//! named by the root info ([`dipu_fakekit::collective`]). The CANN guide
+//! says of `HcclGetRootInfo`'s output: "此信息需广播至集群内所有rank用来进行
+//! HCCL初始化" (this information must be broadcast to every rank of the
+//! cluster to initialise HCCL): the root info made in one process is valid
+//! in every other. `HcclCommInitRootInfo` waits until every rank joined.
+//! Each collective takes the next sequence number of its communicator when
+//! it is issued, and runs as a task on the rank's stream: every rank posts
+//! what it brings (its send buffer, with the call's count, type, operator
+//! and root), reads every rank's post, checks they agree, computes its
+//! result, and writes it once every rank has read its post. Sends and
+//! receives are messages per pair ([`crate::p2p`]).
 //!
 //! Modelled from HCCL's header: `HcclBroadcast(void *buf, ...)` has one
 //! buffer (in place only); `HcclReduceOp` has sum, prod, max and min (no
 //! average); there is no abort call. A rank that waits longer than 60 s
 //! for the others fails its communicator with `HCCL_E_TIMEOUT`, which
-//! `HcclGetCommAsyncError` then reports, and its stream moves on.
+//! `HcclGetCommAsyncError` then reports, and its stream moves on; the
+//! communicator then fails for every rank. A peer whose process exited
+//! fails it the same way at once (the fake sees the process gone; real
+//! HCCL's wait would run into its timeout).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use dipu_fakekit::collective::{Failure, Member, View, META};
+use parking_lot::Mutex;
 
 use crate::entry::{fail, out, Fail, R};
 use crate::reduce::{combine, size_of, Op};
@@ -29,6 +37,9 @@ use crate::streams::resolve;
 /// `HCCL_ROOT_INFO_BYTES`.
 pub(crate) const ROOT_INFO_BYTES: usize = 4108;
 const MAGIC: &[u8; 8] = b"FAKEHCCL";
+/// The bytes of a root info that name its communicator (magic, counter,
+/// process, time).
+const ID_BYTES: usize = 28;
 
 pub(crate) const E_PARA: i32 = 1;
 pub(crate) const E_PTR: i32 = 2;
@@ -66,65 +77,56 @@ struct Deposit {
     root: u32,
 }
 
-#[derive(Default)]
-struct Slot {
-    deposits: Vec<Option<Deposit>>,
-    past_second: usize,
-    left: usize,
+impl Deposit {
+    /// The words every rank must agree on.
+    fn meta(&self) -> [u64; META] {
+        [
+            u64::from(self.what),
+            self.count,
+            self.dtype as u64,
+            self.op as u64,
+            u64::from(self.root),
+            0,
+        ]
+    }
 }
 
-pub(crate) struct Message {
-    pub(crate) ptr: usize,
-    pub(crate) bytes: usize,
-    pub(crate) taken: Arc<(Mutex<bool>, Condvar)>,
-}
-
-#[derive(Default)]
-pub(crate) struct CliqueState {
-    joined: usize,
-    slots: HashMap<u64, Slot>,
-    pub(crate) pairs: HashMap<(u32, u32), VecDeque<Message>>,
-    failed: bool,
-}
-
-pub(crate) struct Clique {
-    pub(crate) size: usize,
-    pub(crate) state: Mutex<CliqueState>,
-    pub(crate) changed: Condvar,
-}
-
-impl Clique {
-    /// Waits until `done` holds; `Err` after the timeout or when another
-    /// rank timed out (the clique is then failed for everyone).
-    pub(crate) fn wait(
-        &self,
-        guard: &mut MutexGuard<'_, CliqueState>,
-        done: impl Fn(&CliqueState) -> bool,
-    ) -> R {
-        let deadline = Instant::now() + timeout();
-        while !done(guard) {
-            if guard.failed {
-                return fail(E_TIMEOUT, "another rank of the communicator timed out");
-            }
-            if self.changed.wait_until(guard, deadline).timed_out() && !done(guard) {
-                guard.failed = true;
-                self.changed.notify_all();
-                return fail(
-                    E_TIMEOUT,
-                    format!("the other ranks did not arrive within {:?}", timeout()),
-                );
-            }
-        }
-        Ok(())
+/// A wait that ended without the other ranks, as HCCL reports it.
+pub(crate) fn failure(f: Failure) -> Fail {
+    let message = match f {
+        Failure::TimedOut => format!("the other ranks did not arrive within {:?}", timeout()),
+        Failure::Aborted => "another rank of the communicator timed out".to_string(),
+        other => other.to_string(),
+    };
+    Fail {
+        code: if f == Failure::System {
+            E_INTERNAL
+        } else {
+            E_TIMEOUT
+        },
+        message,
     }
 }
 
 /// A communicator: one rank of a clique.
 pub(crate) struct Comm {
-    pub(crate) clique: Arc<Clique>,
+    pub(crate) member: Member,
     pub(crate) rank: u32,
     next: AtomicU64,
     pub(crate) error: AtomicI32,
+    /// Messages so far per (sender, receiver): a sender counts its sends
+    /// to a peer, a receiver its receives from one; the n-th of each meet.
+    pub(crate) messages: Mutex<HashMap<(u32, u32), u64>>,
+}
+
+impl Comm {
+    /// A wait's failure: an own timeout fails the clique for every rank.
+    pub(crate) fn failed(&self, f: Failure) -> Fail {
+        if f == Failure::TimedOut {
+            self.member.abort();
+        }
+        failure(f)
+    }
 }
 
 fn comms() -> &'static Mutex<HashMap<usize, Arc<Comm>>> {
@@ -149,6 +151,10 @@ pub(crate) fn root_info(info: *mut u8) -> R {
     bytes[..8].copy_from_slice(MAGIC);
     bytes[8..16].copy_from_slice(&NEXT.fetch_add(1, Ordering::Relaxed).to_ne_bytes());
     bytes[16..20].copy_from_slice(&std::process::id().to_ne_bytes());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    bytes[20..ID_BYTES].copy_from_slice(&nanos.to_ne_bytes());
     // SAFETY: non-null; the prototype asks for a whole HcclRootInfo.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), info, ROOT_INFO_BYTES) };
     Ok(())
@@ -163,49 +169,24 @@ pub(crate) fn init(n: u32, info: *const u8, rank: u32, out_comm: *mut *mut c_voi
     if n == 0 || rank >= n {
         return fail(E_PARA, format!("rank {rank} of {n}"));
     }
-    let mut bytes = [0u8; 20];
+    let mut bytes = [0u8; ID_BYTES];
     // SAFETY: non-null; a whole HcclRootInfo by the prototype.
-    unsafe { std::ptr::copy_nonoverlapping(info, bytes.as_mut_ptr(), 20) };
-    if &bytes[..8] != MAGIC || bytes[16..20] != std::process::id().to_ne_bytes() {
+    unsafe { std::ptr::copy_nonoverlapping(info, bytes.as_mut_ptr(), ID_BYTES) };
+    if &bytes[..8] != MAGIC {
         return fail(
             E_PARA,
-            "not a root info of this fake in this process (ranks are threads of one process)",
+            "not a root info of this fake (HcclGetRootInfo makes one)",
         );
     }
-    let id = u64::from_ne_bytes(bytes[8..16].try_into().unwrap_or_default());
-    static CLIQUES: OnceLock<Mutex<HashMap<u64, Arc<Clique>>>> = OnceLock::new();
-    let clique = {
-        let mut cliques = CLIQUES.get_or_init(Default::default).lock();
-        let c = cliques.entry(id).or_insert_with(|| {
-            Arc::new(Clique {
-                size: n as usize,
-                state: Mutex::default(),
-                changed: Condvar::new(),
-            })
-        });
-        if c.size != n as usize {
-            return fail(
-                E_PARA,
-                format!("rank {rank} says {n} ranks, another said {}", c.size),
-            );
-        }
-        let c = Arc::clone(c);
-        if c.state.lock().joined + 1 == n as usize {
-            cliques.remove(&id);
-        }
-        c
-    };
-    {
-        let mut s = clique.state.lock();
-        s.joined += 1;
-        clique.changed.notify_all();
-        clique.wait(&mut s, |s| s.joined >= n as usize)?;
-    }
+    let member = Member::join("hccl", &bytes, n as usize, rank as usize)
+        .or_else(|e| fail(E_PARA, format!("rank {rank} of {n}: {e}")))?;
+    member.wait_complete(Some(timeout())).map_err(failure)?;
     let c = Arc::new(Comm {
-        clique,
+        member,
         rank,
         next: AtomicU64::new(0),
         error: AtomicI32::new(0),
+        messages: Mutex::new(HashMap::new()),
     });
     let handle = Arc::as_ptr(&c) as usize;
     comms().lock().insert(handle, c);
@@ -232,7 +213,7 @@ pub(crate) fn async_error(handle: *mut c_void, error: *mut i32) -> R {
 )]
 pub(crate) fn rank_size(handle: *mut c_void, size: *mut u32) -> R {
     let c = comm(handle)?;
-    out(size, c.clique.size as u32, "rankSize")
+    out(size, c.member.nranks as u32, "rankSize")
 }
 
 /// The collectives.
@@ -272,8 +253,8 @@ pub(crate) fn collective(
     if (what != what::BROADCAST && send.is_null()) || recv.is_null() && count > 0 {
         return fail(E_PTR, "null buffer");
     }
-    if root as usize >= c.clique.size && matches!(what, what::BROADCAST | what::REDUCE) {
-        return fail(E_PARA, format!("root {root} of {} ranks", c.clique.size));
+    if root as usize >= c.member.nranks && matches!(what, what::BROADCAST | what::REDUCE) {
+        return fail(E_PARA, format!("root {root} of {} ranks", c.member.nranks));
     }
     let deposit = Deposit {
         what,
@@ -294,91 +275,77 @@ pub(crate) fn collective(
     .map_err(from_acl)
 }
 
-fn bytes_of(ptr: usize, len: usize) -> &'static [u8] {
+pub(crate) fn bytes_of(ptr: usize, len: usize) -> &'static [u8] {
+    if len == 0 {
+        return &[];
+    }
     // SAFETY: a rank's buffer of `len` bytes, kept alive by its caller
-    // until its stream passes the collective; its rank is blocked in the
-    // collective's barriers while others read it.
+    // until its stream passes the collective (this task).
     unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }
+}
+
+/// Reduces `inputs` (equal lengths) into `out` with `op`.
+fn fold(dtype: i32, op: Op, inputs: &[&[u8]], out: &mut [u8]) {
+    out.copy_from_slice(inputs[0]);
+    for x in &inputs[1..] {
+        combine(dtype, op, out, x);
+    }
 }
 
 /// Runs one collective of rank `c` on its stream thread.
 fn run(c: &Comm, seq: u64, mine: Deposit) -> R {
-    let n = c.clique.size;
+    let n = c.member.nranks;
     let me = c.rank as usize;
-    let all = {
-        let mut s = c.clique.state.lock();
-        let slot = s.slots.entry(seq).or_default();
-        slot.deposits.resize(n, None);
-        slot.deposits[me] = Some(mine);
-        c.clique.changed.notify_all();
-        c.clique.wait(&mut s, |s| {
-            s.slots
-                .get(&seq)
-                .is_some_and(|slot| slot.deposits.iter().all(Option::is_some))
-        })?;
-        s.slots[&seq]
-            .deposits
-            .iter()
-            .flatten()
-            .copied()
-            .collect::<Vec<_>>()
-    };
-    let agreed = all.iter().all(|d| {
-        d.what == mine.what
-            && d.count == mine.count
-            && d.dtype == mine.dtype
-            && d.op == mine.op
-            && d.root == mine.root
-    });
     let elem = size_of(mine.dtype).unwrap_or(1);
     let len = mine.count as usize * elem;
+    let brings = match mine.what {
+        what::REDUCE_SCATTER => bytes_of(mine.send, len * n),
+        what::BROADCAST if mine.root as usize == me => bytes_of(mine.recv, len),
+        what::BROADCAST => &[],
+        _ => bytes_of(mine.send, len),
+    };
+    let limit = Some(timeout());
+    let posted = c
+        .member
+        .post((0, seq), me, mine.meta(), brings)
+        .map_err(|f| c.failed(f))?;
+    let all: Vec<View> = c
+        .member
+        .gather((0, seq), n, limit)
+        .map_err(|f| c.failed(f))?;
+    let agreed = all.iter().all(|d| d.meta() == mine.meta());
+    let op = Op::from_code(mine.op).unwrap_or(Op::Sum);
     let result: Option<Vec<u8>> = if !agreed {
         None
     } else {
         match mine.what {
-            what::ALL_REDUCE | what::REDUCE => {
-                let op = Op::from_code(mine.op).unwrap_or(Op::Sum);
-                let mut acc = bytes_of(all[0].send, len).to_vec();
-                for d in &all[1..] {
-                    combine(mine.dtype, op, &mut acc, bytes_of(d.send, len));
-                }
-                (mine.what == what::ALL_REDUCE || mine.root as usize == me).then_some(acc)
+            what::ALL_REDUCE => {
+                let reducer = |inputs: &[&[u8]], out: &mut [u8]| fold(mine.dtype, op, inputs, out);
+                Some(
+                    c.member
+                        .all_reduce_shares((2, seq), &all, elem, reducer, limit)
+                        .map_err(|f| c.failed(f))?,
+                )
             }
+            what::REDUCE => (mine.root as usize == me).then(|| {
+                let inputs: Vec<&[u8]> = all.iter().map(|d| &d.data()[..len]).collect();
+                let mut acc = vec![0u8; len];
+                fold(mine.dtype, op, &inputs, &mut acc);
+                acc
+            }),
             what::REDUCE_SCATTER => {
-                let op = Op::from_code(mine.op).unwrap_or(Op::Sum);
-                let mut acc = bytes_of(all[0].send + me * len, len).to_vec();
-                for d in &all[1..] {
-                    combine(mine.dtype, op, &mut acc, bytes_of(d.send + me * len, len));
-                }
+                let at = me * len;
+                let inputs: Vec<&[u8]> = all.iter().map(|d| &d.data()[at..at + len]).collect();
+                let mut acc = vec![0u8; len];
+                fold(mine.dtype, op, &inputs, &mut acc);
                 Some(acc)
             }
-            what::ALL_GATHER => Some(
-                all.iter()
-                    .flat_map(|d| bytes_of(d.send, len).iter().copied())
-                    .collect(),
-            ),
+            what::ALL_GATHER => Some(all.iter().flat_map(|d| d.data()[..len].to_vec()).collect()),
             // In place: the root's buffer goes to everyone else's.
-            _ => (mine.root as usize != me)
-                .then(|| bytes_of(all[mine.root as usize].recv, len).to_vec()),
+            _ => (mine.root as usize != me).then(|| all[mine.root as usize].data()[..len].to_vec()),
         }
     };
-    {
-        let mut s = c.clique.state.lock();
-        if let Some(slot) = s.slots.get_mut(&seq) {
-            slot.past_second += 1;
-        }
-        c.clique.changed.notify_all();
-        c.clique.wait(&mut s, |s| {
-            s.slots.get(&seq).is_none_or(|slot| slot.past_second >= n)
-        })?;
-        let gone = s.slots.get_mut(&seq).is_some_and(|slot| {
-            slot.left += 1;
-            slot.left >= n
-        });
-        if gone {
-            s.slots.remove(&seq);
-        }
-    }
+    c.member.finish(posted, n, limit).map_err(|f| c.failed(f))?;
     if !agreed {
         return fail(
             E_PARA,

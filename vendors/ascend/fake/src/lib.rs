@@ -17,7 +17,7 @@
 //! `ACL_EVENT_SYNC` to be waited on and are capped per device, both host
 //! callback models (never mixed on one stream, never calling ACL),
 //! per-thread error messages, virtual memory (whole-chunk mappings,
-//! `aclrtUnmapMem` without a size), and HCCL with ranks as threads, an
+//! `aclrtUnmapMem` without a size), and HCCL with ranks as processes (or threads), an
 //! in-place broadcast, no average and no abort.
 //!
 //! The `old-cann` feature (the `dipu-fake-ascend-old` package) leaves out
@@ -27,7 +27,7 @@
 //! The vendor-neutral parts come from `dipu-fakekit` (the shared settings
 //! and faults, the call trace, stream worker threads, events with record
 //! generations, the host-callback thread, the fork check); ACL's virtual
-//! memory and HCCL's cliques stay here (see `docs/ascend.md`).
+//! memory stays here, HCCL's cliques are fakekit's `collective` (see `docs/ascend.md`).
 
 mod acl;
 mod callbacks;
@@ -43,6 +43,8 @@ mod streams;
 mod types;
 mod vmm;
 
+/// The shared machinery, for tests (`dipu_fakekit::ranks`: ranks as processes).
+pub use dipu_fakekit;
 pub use types::{Signature, FIELDS, STRUCTS};
 
 /// Every exported function, as declared, for the vendor's tests (the new

@@ -1,18 +1,17 @@
 //! HCCL's sends and receives: `HcclSend`, `HcclRecv` and
-//! `HcclBatchSendRecv` post messages in per-pair queues of the clique, and
-//! `HcclGroupStart`/`End` hold them per thread until the group ends.
+//! `HcclBatchSendRecv` exchange messages per pair of ranks (the n-th send
+//! from a rank to a peer meets that peer's n-th receive from it, in
+//! whatever processes the two are), and `HcclGroupStart`/`End` hold them
+//! per thread until the group ends.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use dipu_fakekit::collective::{Key, META};
 
 use crate::entry::{fail, R};
-use crate::hccl::{comm, from_acl, timeout, Comm, Message, E_PARA, E_TIMEOUT};
+use crate::hccl::{bytes_of, comm, from_acl, timeout, Comm, E_PARA};
 use crate::reduce::size_of;
 use crate::streams::resolve;
 
@@ -31,58 +30,52 @@ pub(crate) struct Item {
 // keeps the buffer alive for.
 unsafe impl Send for Item {}
 
+/// The meeting of the next message from `src` to `dst`, as rank `c`
+/// counts them.
+fn next_message(c: &Comm, src: u32, dst: u32) -> Key {
+    let mut counts = c.messages.lock();
+    let n = counts.entry((src, dst)).or_insert(0);
+    *n += 1;
+    (1 + u64::from(src) * 65536 + u64::from(dst), *n)
+}
+
 /// Runs `items` of rank `c`: every send is posted, then every receive is
-/// taken, then the sends wait to be taken.
+/// read, then each send waits for its receiver to have read it.
 fn exchange(c: &Comm, items: &[Item]) -> R {
+    let limit = Some(timeout());
     let mut posted = Vec::new();
     for it in items.iter().filter(|it| it.send_recv_type == 0) {
         let bytes = it.count as usize * size_of(it.data_type).unwrap_or(1);
-        let taken = Arc::new((Mutex::new(false), Condvar::new()));
-        let mut s = c.clique.state.lock();
-        s.pairs
-            .entry((c.rank, it.remote_rank))
-            .or_default()
-            .push_back(Message {
-                ptr: it.buf as usize,
-                bytes,
-                taken: Arc::clone(&taken),
-            });
-        c.clique.changed.notify_all();
-        posted.push(taken);
+        let key = next_message(c, c.rank, it.remote_rank);
+        let data = bytes_of(it.buf as usize, bytes);
+        let p = c
+            .member
+            .post(key, 0, [0; META], data)
+            .map_err(|f| c.failed(f))?;
+        posted.push(p);
     }
     for it in items.iter().filter(|it| it.send_recv_type == 1) {
         let bytes = it.count as usize * size_of(it.data_type).unwrap_or(1);
-        let key = (it.remote_rank, c.rank);
-        let message = {
-            let mut s = c.clique.state.lock();
-            c.clique
-                .wait(&mut s, |s| s.pairs.get(&key).is_some_and(|q| !q.is_empty()))?;
-            s.pairs.get_mut(&key).and_then(VecDeque::pop_front)
-        };
-        let Some(m) = message else { continue };
-        let copied = m.bytes.min(bytes);
-        // SAFETY: the sender's buffer (alive until it is taken) into ours.
-        unsafe { std::ptr::copy_nonoverlapping(m.ptr as *const u8, it.buf as *mut u8, copied) };
-        *m.taken.0.lock() = true;
-        m.taken.1.notify_all();
-        if m.bytes != bytes {
+        let key = next_message(c, it.remote_rank, c.rank);
+        let m = c.member.read(key, 0, limit).map_err(|f| c.failed(f))?;
+        let sent = m.data();
+        let copied = sent.len().min(bytes);
+        // SAFETY: the sender's message (mapped) into our buffer of `bytes`.
+        unsafe { std::ptr::copy_nonoverlapping(sent.as_ptr(), it.buf.cast::<u8>(), copied) };
+        if sent.len() != bytes {
             return fail(
                 E_PARA,
                 format!(
                     "rank {} sent {} bytes, rank {} expected {bytes}",
-                    it.remote_rank, m.bytes, c.rank
+                    it.remote_rank,
+                    sent.len(),
+                    c.rank
                 ),
             );
         }
     }
-    let deadline = Instant::now() + timeout();
-    for taken in posted {
-        let mut done = taken.0.lock();
-        while !*done {
-            if taken.1.wait_until(&mut done, deadline).timed_out() && !*done {
-                return fail(E_TIMEOUT, "a send was not received in time");
-            }
-        }
+    for p in posted {
+        c.member.finish(p, 1, limit).map_err(|f| c.failed(f))?;
     }
     Ok(())
 }
@@ -104,7 +97,7 @@ pub(crate) fn batch(items: &[Item], handle: *mut c_void, stream: *mut c_void) ->
     for it in items {
         if it.buf.is_null()
             || it.send_recv_type > 1
-            || it.remote_rank as usize >= c.clique.size
+            || it.remote_rank as usize >= c.member.nranks
             || size_of(it.data_type).is_none()
         {
             return fail(E_PARA, format!("bad send/recv item {it:?}"));

@@ -198,28 +198,15 @@ fn execute(launches: Vec<Launch>) {
     }
 }
 
-/// An all-reduce as NCCL's guide describes it ("Executing ReduceScatter,
-/// followed by AllGather, is equivalent to the AllReduce operation."):
-/// this rank reduces its share of the elements of every party's post,
-/// posts that share in a second meeting, and gathers every rank's share.
-/// Each rank reads and reduces `1/nranks` of the data, not all of it.
+/// An all-reduce as NCCL's guide describes it (a reduce-scatter, then
+/// an all-gather: [`Member::all_reduce_shares`]), so each rank reduces
+/// only its share of the elements.
 fn all_reduce(l: &Launch, op: i32, posted: &[View]) -> Result<Vec<u8>, Failure> {
     let w = size_of(l.dtype).unwrap_or(1);
-    let (elems, nranks) = (l.bytes / w, l.parties);
-    let share = |r: usize| (elems * r / nranks * w, elems * (r + 1) / nranks * w);
-    let (lo, hi) = share(l.index);
-    let inputs: Vec<&[u8]> = posted.iter().map(|p| &p.data()[lo..hi]).collect();
-    let mut mine = vec![0u8; hi - lo];
-    reduce(&inputs, &mut mine, l.dtype, op);
-    let key = (2, l.key.1);
-    let posted_share = l.rank.comm.post(key, l.index, [0; META], &mine)?;
-    let shares = l.rank.comm.gather(key, nranks, None)?;
-    let mut out = Vec::with_capacity(l.bytes);
-    for s in &shares {
-        out.extend_from_slice(s.data());
-    }
-    l.rank.comm.finish(posted_share, nranks, None)?;
-    Ok(out)
+    let reducer = |inputs: &[&[u8]], out: &mut [u8]| reduce(inputs, out, l.dtype, op);
+    l.rank
+        .comm
+        .all_reduce_shares((2, l.key.1), posted, w, reducer, None)
 }
 
 /// This party's result, from what every party posted (an all-reduce's is
