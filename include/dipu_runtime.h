@@ -937,6 +937,13 @@ dipu_status dipu_event_elapsed_ms(dipu_event *start, dipu_event *end, float *out
 // at 0. Errors: DIPU_STATUS_INVALID_DEVICE. Thread-safe.
 dipu_status dipu_generator_manual_seed(int32_t device, uint64_t seed);
 
+// Seeds every device's default generator with `seed` (offsets restart at
+// 0). Without a runtime it creates none: the seed is kept and applied
+// when the runtime is created, so a process that only seeded can fork
+// children that use dipu. Errors: DIPU_STATUS_VENDOR_INIT_FAILED in a
+// child forked after the runtime was created. Thread-safe.
+dipu_status dipu_generator_manual_seed_all(uint64_t seed);
+
 // Seeds `device`'s default generator from the operating system's entropy
 // and stores the new seed in `*out`.
 // Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a
@@ -1367,6 +1374,28 @@ dipu_status dipu_vendor_name(char *buf, size_t len, size_t *needed);
 // # Safety
 // `out` must be NULL or valid for writing an int.
 dipu_status dipu_is_initialized(int32_t *out);
+
+// Stores 1 in `*out` if this process is a child forked after its parent
+// created the process-global runtime, else 0. Such a child cannot use
+// dipu: every call that needs the runtime fails at once with
+// DIPU_STATUS_VENDOR_INIT_FAILED ("Cannot re-initialize dipu in forked
+// subprocess"). Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`.
+// Thread-safe; needs no runtime.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int32_t.
+dipu_status dipu_is_in_bad_fork(int32_t *out);
+
+// Stores the number of devices in `*out` without creating the runtime:
+// the runtime's count if it exists, else the count of the vendor the
+// environment names, loaded once just to ask (0 on a machine without
+// devices). A process that called only this can fork, and its children
+// can use dipu. Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`; the
+// loader's status when the vendor cannot load. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing an int32_t.
+dipu_status dipu_device_count_without_init(int32_t *out);
 
 // The message of the last failed `dipu_*` call on the calling thread, or
 // "" if none failed yet. Never NULL.

@@ -14,6 +14,18 @@ pub extern "C" fn dipu_generator_manual_seed(device: i32, seed: u64) -> dipu_sta
     })
 }
 
+/// Seeds every device's default generator with `seed` (offsets restart at
+/// 0). Without a runtime it creates none: the seed is kept and applied
+/// when the runtime is created, so a process that only seeded can fork
+/// children that use dipu. Errors: DIPU_STATUS_VENDOR_INIT_FAILED in a
+/// child forked after the runtime was created. Thread-safe.
+#[no_mangle]
+pub extern "C" fn dipu_generator_manual_seed_all(seed: u64) -> dipu_status {
+    ffi_boundary!("dipu_generator_manual_seed_all", {
+        dipu_runtime::manual_seed_all(seed)
+    })
+}
+
 /// Seeds `device`'s default generator from the operating system's entropy
 /// and stores the new seed in `*out`.
 /// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for a

@@ -7,7 +7,7 @@ use dipu_runtime::{
     Algorithm, AllocatorConfig, Error, HostAlgorithm, Result, RuntimeOptions, VendorSpec,
 };
 
-use crate::status::{dipu_status, ffi_boundary, write_c_string, write_out};
+use crate::status::{dipu_status, ffi_boundary, non_null, write_c_string, write_out};
 use crate::types::{dipu_options, dipu_shutdown_report};
 
 /// The version of this library (e.g. "0.1.0"; equal to DIPU_RUNTIME_VERSION
@@ -144,6 +144,42 @@ pub unsafe extern "C" fn dipu_is_initialized(out: *mut i32) -> dipu_status {
     ffi_boundary!("dipu_is_initialized", {
         // SAFETY: forwarded caller's contract.
         unsafe { write_out(out, "out", dipu_runtime::is_initialized().into()) }
+    })
+}
+
+/// Stores 1 in `*out` if this process is a child forked after its parent
+/// created the process-global runtime, else 0. Such a child cannot use
+/// dipu: every call that needs the runtime fails at once with
+/// DIPU_STATUS_VENDOR_INIT_FAILED ("Cannot re-initialize dipu in forked
+/// subprocess"). Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`.
+/// Thread-safe; needs no runtime.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing an int32_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_is_in_bad_fork(out: *mut i32) -> dipu_status {
+    ffi_boundary!("dipu_is_in_bad_fork", {
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", dipu_runtime::is_in_bad_fork().into()) }
+    })
+}
+
+/// Stores the number of devices in `*out` without creating the runtime:
+/// the runtime's count if it exists, else the count of the vendor the
+/// environment names, loaded once just to ask (0 on a machine without
+/// devices). A process that called only this can fork, and its children
+/// can use dipu. Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`; the
+/// loader's status when the vendor cannot load. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing an int32_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_device_count_without_init(out: *mut i32) -> dipu_status {
+    ffi_boundary!("dipu_device_count_without_init", {
+        non_null(out, "out")?;
+        let n = dipu_runtime::device_count_without_init()?;
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", n) }
     })
 }
 

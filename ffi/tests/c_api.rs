@@ -194,6 +194,15 @@ fn c_bad_input_returns_documented_statuses() {
 }
 
 #[test]
+fn c_fork_child_gets_a_clear_error_and_a_clean_child_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&build(dir.path(), "gcc", "c11", "fork.c"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("child error after"), "{stdout}");
+    assert!(stdout.contains("fork ok"), "{stdout}");
+}
+
+#[test]
 fn c_framework_queries() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(&build(dir.path(), "gcc", "c11", "framework.c"));

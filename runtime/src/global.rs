@@ -12,6 +12,11 @@ use crate::{Runtime, RuntimeOptions, ShutdownReport};
 
 static GLOBAL: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 
+/// A seed for every device's default generator, given by
+/// [`manual_seed_all`] before the global runtime existed: applied when it
+/// is created.
+static PENDING_SEED: parking_lot::Mutex<Option<u64>> = parking_lot::Mutex::new(None);
+
 /// Bumped (under `GLOBAL`'s write lock) whenever `GLOBAL` changes, so a
 /// thread's copy of the runtime knows whether it is still the global one.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -70,8 +75,22 @@ impl Drop for Depth<'_> {
     }
 }
 
+/// Makes every thread's view stale (bumps the generation without
+/// touching `GLOBAL`): called in a forked child.
+pub(crate) fn invalidate_views() {
+    GENERATION.fetch_add(1, Ordering::Release);
+}
+
 /// Sets the global runtime (the write lock held) and bumps the generation.
 fn publish(global: &mut Option<Arc<Runtime>>, rt: Option<Arc<Runtime>>) -> Option<Arc<Runtime>> {
+    if let Some(rt) = &rt {
+        if let Some(seed) = PENDING_SEED.lock().take() {
+            rt.generators().manual_seed_all(seed);
+        }
+        crate::fork::note_created();
+    } else {
+        crate::fork::note_shutdown();
+    }
     let old = std::mem::replace(global, rt);
     GENERATION.fetch_add(1, Ordering::Release);
     old
@@ -151,6 +170,7 @@ fn with_slow<R>(cell: &Cell<Lent>, f: impl FnOnce(&Runtime) -> Result<R>) -> Res
 /// The global runtime (created if there is none) and its generation.
 #[cold]
 fn current() -> Result<(u64, Arc<Runtime>)> {
+    crate::fork::check()?;
     if let Some(rt) = GLOBAL.read().as_ref() {
         return Ok((GENERATION.load(Ordering::Acquire), Arc::clone(rt)));
     }
@@ -168,6 +188,7 @@ fn current() -> Result<(u64, Arc<Runtime>)> {
 /// the environment). An `InvalidArgument` error if there already is one
 /// (made by `init` or by a [`get`]): call [`shutdown`] first.
 pub fn init(options: RuntimeOptions) -> Result<Arc<Runtime>> {
+    crate::fork::check()?;
     let mut global = GLOBAL.write();
     if let Some(rt) = global.as_ref() {
         return Err(Error::invalid_argument(format!(
@@ -185,8 +206,11 @@ pub fn init(options: RuntimeOptions) -> Result<Arc<Runtime>> {
 
 /// The process-global runtime, created from the environment on first use.
 /// Thread-safe: racing first calls get the same runtime. A failed creation
-/// is returned (and tried again on the next call).
+/// is returned (and tried again on the next call). In a child forked after
+/// the runtime was created, every call fails at once (see
+/// [`is_in_bad_fork`](crate::is_in_bad_fork)).
 pub fn get() -> Result<Arc<Runtime>> {
+    crate::fork::check()?;
     if let Some(rt) = GLOBAL.read().as_ref() {
         return Ok(Arc::clone(rt));
     }
@@ -199,9 +223,10 @@ pub fn get() -> Result<Arc<Runtime>> {
     Ok(rt)
 }
 
-/// Whether there is a process-global runtime now.
+/// Whether there is a process-global runtime now (false in a bad fork:
+/// the parent's is unusable there).
 pub fn is_initialized() -> bool {
-    GLOBAL.read().is_some()
+    !crate::fork::is_in_bad_fork() && GLOBAL.read().is_some()
 }
 
 /// Removes the process-global runtime, then synchronizes every device,
@@ -211,10 +236,52 @@ pub fn is_initialized() -> bool {
 /// [`get`] creates a new runtime; `Arc`s and buffers of the old one keep it
 /// alive and usable, but its streams and pointers are foreign to the new one.
 pub fn shutdown() -> Result<ShutdownReport> {
+    crate::fork::check()?;
     let Some(rt) = publish(&mut GLOBAL.write(), None) else {
         return Ok(ShutdownReport::default());
     };
     let report = rt.release_and_report();
     tracing::debug!(clean = report.is_clean(), "dipu runtime shut down");
     Ok(report)
+}
+
+/// The number of devices without creating the global runtime: the global
+/// runtime's count when there is one, else the count of the vendor the
+/// environment names, loaded once just to ask (for the built-in host
+/// vendor that starts no thread and touches no device state, so a child
+/// forked afterwards can still create its runtime). A machine without
+/// devices counts 0.
+pub fn device_count_without_init() -> Result<i32> {
+    static PROBED: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    if !crate::fork::is_in_bad_fork() {
+        if let Some(rt) = GLOBAL.read().as_ref() {
+            return Ok(rt.device_count());
+        }
+    }
+    if let Some(n) = PROBED.get() {
+        return Ok(*n);
+    }
+    let spec = RuntimeOptions::from_env().resolve()?.vendor;
+    let vendor = crate::runtime::loader().load(&spec)?;
+    let n = match vendor.api.device_count() {
+        Ok(n) => n,
+        Err(e) if e.kind() == dipu_deviceapi::ErrorKind::NoDevice => 0,
+        Err(e) => return Err(e),
+    };
+    Ok(*PROBED.get_or_init(|| n))
+}
+
+/// Seeds every device's default generator of the global runtime with
+/// `seed`; without a global runtime, creates none and remembers the seed
+/// for the runtime created next (as torch.cuda queues its seeding), so a
+/// process that only seeded can still fork children that use dipu.
+pub fn manual_seed_all(seed: u64) -> Result<()> {
+    crate::fork::check()?;
+    // The read lock keeps a creation (write lock) from racing the store.
+    let global = GLOBAL.read();
+    match global.as_ref() {
+        Some(rt) => rt.generators().manual_seed_all(seed),
+        None => *PENDING_SEED.lock() = Some(seed),
+    }
+    Ok(())
 }

@@ -28,6 +28,7 @@
 mod accumulated;
 mod buffer;
 mod copies;
+mod fork;
 mod global;
 mod guard;
 mod history;
@@ -38,7 +39,11 @@ mod runtime;
 mod trace;
 
 pub use buffer::{DeviceBuffer, HostBuffer};
-pub use global::{get, init, is_initialized, shutdown, with, with_current};
+pub use fork::is_in_bad_fork;
+pub use global::{
+    device_count_without_init, get, init, is_initialized, manual_seed_all, shutdown, with,
+    with_current,
+};
 pub use live::LiveAllocation;
 pub use options::RuntimeOptions;
 pub use report::{DeviceLeak, ShutdownReport};

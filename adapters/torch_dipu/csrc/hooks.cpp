@@ -53,9 +53,10 @@ struct DipuHooks final : public at::PrivateUse1HooksInterface {
     DIPU_CHECK(dipu_device_count(&n));
   }
 
+  // Counting starts no runtime (a process may fork afterwards).
   c10::DeviceIndex deviceCount() const override {
     int32_t n = 0;
-    return dipu_device_count(&n) == DIPU_OK ? static_cast<c10::DeviceIndex>(n) : 0;
+    return dipu_device_count_without_init(&n) == DIPU_OK ? static_cast<c10::DeviceIndex>(n) : 0;
   }
 
   void setCurrentDevice(c10::DeviceIndex device) const override {

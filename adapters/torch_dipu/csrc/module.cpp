@@ -5,8 +5,6 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
-#include <pthread.h>
-
 #include <atomic>
 #include <string>
 #include <tuple>
@@ -19,13 +17,11 @@
 namespace torch_dipu {
 namespace {
 
-std::atomic<bool> g_bad_fork{false};
-
-// A child forked after the runtime was created must not use it (its
-// threads and device state stay in the parent), as on CUDA.
-void on_fork_child() {
-  int32_t init = 0;
-  if (dipu_is_initialized(&init) == DIPU_OK && init != 0) g_bad_fork = true;
+// Whether this is a child forked after the parent created the runtime
+// (the runtime detects it, for every framework and vendor).
+bool is_in_bad_fork() {
+  int32_t bad = 0;
+  return dipu_is_in_bad_fork(&bad) == DIPU_OK && bad != 0;
 }
 
 int32_t device_count() {
@@ -111,7 +107,6 @@ void init_profiler(pybind11::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   using namespace torch_dipu;
-  pthread_atfork(nullptr, nullptr, &on_fork_child);
   m.doc() = "torch_dipu's bindings to the dipu-rs runtime";
   init_dicl(m);
   init_profiler(m);
@@ -122,7 +117,15 @@ PYBIND11_MODULE(_C, m) {
     int32_t init = 0;
     return dipu_is_initialized(&init) == DIPU_OK && init != 0;
   });
-  m.def("_is_in_bad_fork", [] { return g_bad_fork.load(); });
+  m.def("_is_in_bad_fork", [] { return is_in_bad_fork(); });
+  m.def("_device_count_without_init", torch::wrap_pybind_function([] {
+          int32_t n = 0;
+          DIPU_CHECK(dipu_device_count_without_init(&n));
+          return n;
+        }));
+  m.def("_manual_seed_all", torch::wrap_pybind_function([](uint64_t seed) {
+          DIPU_CHECK(dipu_generator_manual_seed_all(seed));
+        }));
   m.def("_device_properties", torch::wrap_pybind_function(device_properties));
   m.def("_get_default_generator", torch::wrap_pybind_function([](int32_t device) {
           const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(device));

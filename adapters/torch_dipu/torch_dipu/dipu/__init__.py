@@ -41,9 +41,9 @@ from ._utils import _device_index, _device_t, current_device  # noqa: F401
 
 
 def is_available() -> bool:
-    """Whether dipu has a device to run on."""
+    """Whether dipu has a device to run on (starts no runtime)."""
     try:
-        return _C._device_count() > 0
+        return _C._device_count_without_init() > 0
     except RuntimeError:
         return False
 
@@ -54,7 +54,14 @@ def is_initialized() -> bool:
 
 
 def _lazy_init() -> None:
-    """Creates the runtime (every call does so on first use)."""
+    """Creates the runtime (every call does so on first use); torch calls
+    it before making a dipu tensor. In a child forked after the parent
+    created the runtime it raises, as torch.cuda does."""
+    if _is_in_bad_fork():
+        raise RuntimeError(
+            "Cannot re-initialize dipu in forked subprocess. To use dipu with "
+            "multiprocessing, you must use the 'spawn' start method"
+        )
     _C._device_count()
 
 
@@ -70,8 +77,8 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    """The number of dipu devices."""
-    return _C._device_count() if not _is_in_bad_fork() else 0
+    """The number of dipu devices (starts no runtime)."""
+    return _C._device_count_without_init()
 
 
 def set_device(device: _device_t) -> None:

@@ -14,7 +14,7 @@ def _generator(device: _device_t = None) -> torch.Generator:
 
 
 def _count() -> int:
-    return 0 if _C._is_in_bad_fork() else _C._device_count()
+    return 0 if _C._is_in_bad_fork() else _C._device_count_without_init()
 
 
 def manual_seed(seed: int) -> None:
@@ -23,9 +23,10 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
-    """Seeds every device's default generator."""
-    for d in range(_count()):
-        _generator(d).manual_seed(int(seed))
+    """Seeds every device's default generator; before the runtime exists,
+    the seed is kept for it and no runtime is started (torch.manual_seed
+    calls this, and a process may fork afterwards)."""
+    _C._manual_seed_all(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def seed() -> None:
