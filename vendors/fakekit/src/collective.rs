@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use crate::names::shm_prefix;
 use crate::shm::Map;
 
 /// A meeting's key: (kind, sequence) chosen by the fake (a collective's
@@ -37,6 +38,8 @@ pub enum Failure {
     Aborted,
     /// The process of this rank exited before the meeting.
     PeerExited(usize),
+    /// This rank left the communicator ([`Member::leave`]) before posting.
+    Left(usize),
     /// The wait's limit passed.
     TimedOut,
     /// The shared memory could not be made or read (`/dev/shm` full...).
@@ -48,6 +51,7 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Aborted => f.write_str("the communicator was aborted"),
             Failure::PeerExited(r) => write!(f, "the process of rank {r} exited"),
+            Failure::Left(r) => write!(f, "rank {r} left the communicator"),
             Failure::TimedOut => f.write_str("the other ranks did not arrive in time"),
             Failure::System => f.write_str("the shared memory of the communicator failed"),
         }
@@ -64,24 +68,14 @@ struct Control {
     pids: [AtomicU32; MAX_RANKS],
 }
 
+/// A rank's process id once it left ([`Member::leave`]).
+const LEFT: u32 = u32::MAX;
+
 /// Bytes before a posted file's data: readers (u64), length (u64), meta.
 const HEAD: usize = 64;
 
 /// Where the segments live.
 const DIR: &str = "/dev/shm";
-
-/// FNV-1a of `bytes`.
-fn fnv64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
-/// The name (in `/dev/shm`) every file of the communicator of `id` starts
-/// with, for fake `tag` (`nccl`, `hccl`, `cncl`).
-pub fn shm_prefix(tag: &str, id: &[u8]) -> String {
-    format!("dipu-fake-{tag}-{:016x}", fnv64(id))
-}
 
 /// Whether process `pid` is running (not gone, not a zombie).
 fn alive(pid: u32) -> bool {
@@ -275,14 +269,39 @@ impl Member {
         let me = std::process::id();
         (0..self.nranks).find(|&r| {
             let pid = self.control().pids[r].load(Ordering::Acquire);
-            pid != 0 && pid != me && !alive(pid)
+            pid != 0 && pid != LEFT && pid != me && !alive(pid)
         })
+    }
+
+    /// The first rank that left.
+    fn left_peer(&self) -> Option<usize> {
+        (0..self.nranks).find(|&r| self.control().pids[r].load(Ordering::Acquire) == LEFT)
+    }
+
+    /// Leaves the communicator for good (its other ranks carry on): a
+    /// later wait of theirs for a post fails with [`Failure::Left`]
+    /// instead of waiting for one that will never come. (A rank leaves
+    /// after its last meeting, which every party had posted to by then, so
+    /// no earlier meeting fails.)
+    pub fn leave(&self) {
+        self.control().pids[self.rank].store(LEFT, Ordering::Release);
     }
 
     /// Polls `ready` until it gives a value; fails when the communicator is
     /// aborted, a peer's process exited (which aborts it), or `limit` passed.
     fn wait<T>(
         &self,
+        limit: Option<Duration>,
+        ready: impl FnMut() -> Option<T>,
+    ) -> Result<T, Failure> {
+        self.wait_for(false, limit, ready)
+    }
+
+    /// [`Member::wait`], also failing (if `posts`, a wait for a post) when
+    /// a rank left.
+    fn wait_for<T>(
+        &self,
+        posts: bool,
         limit: Option<Duration>,
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T, Failure> {
@@ -302,6 +321,9 @@ impl Member {
                 if let Some(r) = self.dead_peer() {
                     self.abort_for(r);
                     return Err(self.aborted().unwrap_or(Failure::PeerExited(r)));
+                }
+                if let Some(r) = self.left_peer().filter(|_| posts) {
+                    return Err(Failure::Left(r));
                 }
             }
             if limit.is_some_and(|l| now.duration_since(start) >= l) {
@@ -362,7 +384,7 @@ impl Member {
     /// posted; what it posted (the poster counts this read).
     pub fn read(&self, key: Key, index: usize, limit: Option<Duration>) -> Result<View, Failure> {
         let path = self.path(key, index);
-        let file: File = self.wait(limit, || {
+        let file: File = self.wait_for(true, limit, || {
             OpenOptions::new().read(true).write(true).open(&path).ok()
         })?;
         let len = file.metadata().map_err(|_| Failure::System)?.len() as usize;

@@ -24,6 +24,7 @@ pub mod collective;
 pub mod config;
 pub mod handles;
 pub mod host;
+mod names;
 pub mod ranks;
 mod shm;
 pub mod stream;

@@ -1,16 +1,20 @@
-//! The fake CNCL: ranks as threads of one process. A clique forms when all
-//! its ranks have joined with the same 136-byte id (the hash must match the
-//! data, and each rank may join once); collectives meet at a rendezvous per
-//! operation and read each other's buffers directly.
+//! The fake CNCL: ranks as processes (or threads), meeting in shared
+//! memory named by the clique id ([`dipu_fakekit::collective`]). A clique
+//! forms when all its ranks have joined with the same 136-byte id (the
+//! hash must match the data, and each rank may join once), from whatever
+//! process: the id is the bytes `cnclGetCliqueId` made, sent to the other
+//! ranks as torch_mlu sends it. Each operation is a meeting where every
+//! rank posts what it brings and reads the others' posts.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use dipu_fakekit::collective::{Key, Member, META};
+use parking_lot::Mutex;
 
 use crate::common::{copy_bytes, export, fnv64, put, Handles};
 use crate::queue::Queue;
@@ -52,41 +56,33 @@ struct Part {
     root: usize,
 }
 
-#[derive(Default)]
-struct Slot {
-    parts: Vec<Option<Part>>,
-    arrived: usize,
-    computed: usize,
-    left: usize,
-}
-
-struct Msg {
-    ptr: usize,
-    bytes: usize,
-    done: Arc<AtomicBool>,
-}
-
-struct Clique {
-    n: usize,
-    joined: Mutex<usize>,
-    slots: Mutex<HashMap<u64, Slot>>,
-    mail: Mutex<HashMap<(usize, usize), VecDeque<Msg>>>,
-    cv: Condvar,
-    mail_cv: Condvar,
-    broken: AtomicBool,
+impl Part {
+    /// The words every rank must agree on.
+    fn meta(&self) -> [u64; META] {
+        [
+            self.kind as u64,
+            self.count as u64,
+            self.dtype as u64,
+            self.op as u64,
+            self.root as u64,
+            0,
+        ]
+    }
 }
 
 struct Comm {
-    clique: Arc<Clique>,
+    member: Member,
     rank: usize,
     device: i32,
     seq: AtomicU64,
     pending: AtomicU64,
     async_err: AtomicI32,
+    /// Messages so far per (sender, receiver), as this rank counts them:
+    /// the n-th send from a rank to a peer meets the peer's n-th receive.
+    messages: Mutex<HashMap<(usize, usize), u64>>,
 }
 
 struct Registry {
-    cliques: Mutex<HashMap<u64, Arc<Clique>>>,
     used: Mutex<HashSet<(u64, c_int)>>,
     comms: Handles<Comm>,
 }
@@ -94,7 +90,6 @@ struct Registry {
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Registry {
-        cliques: Mutex::new(HashMap::new()),
         used: Mutex::new(HashSet::new()),
         comms: Handles::new(1 << 38),
     })
@@ -119,148 +114,122 @@ fn after(code: c_int) -> c_int {
     code
 }
 
-/// Waits on `cv` until `done` holds; `false` when the clique broke or the
-/// timeout passed.
-fn wait_until<T>(
-    clique: &Clique,
-    cv: &Condvar,
-    guard: &mut parking_lot::MutexGuard<'_, T>,
-    done: impl Fn(&T) -> bool,
-) -> bool {
-    let deadline = Instant::now() + TIMEOUT;
-    while !done(guard) {
-        if clique.broken.load(Ordering::SeqCst) || Instant::now() > deadline {
-            return false;
-        }
-        cv.wait_for(guard, Duration::from_millis(50));
-    }
-    true
-}
-
 fn bytes_of<'a>(ptr: usize, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
     // SAFETY: a rank's device buffer of at least `len` bytes, kept alive by
-    // its rank until every rank has left this operation.
+    // its rank until its queue passes the operation (this task).
     unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }
 }
 
-/// Runs rank `me`'s side of collective `seq`.
+/// Reduces `inputs` (equal lengths) into `out` with CNCL operator `op`.
+fn fold(dtype: i32, op: i32, inputs: &[&[u8]], out: &mut [u8]) {
+    out.copy_from_slice(inputs[0]);
+    for x in &inputs[1..] {
+        combine(dtype, op, out, x);
+    }
+}
+
+/// Runs rank `me`'s side of collective `seq`: posts what it brings, reads
+/// every rank's post, checks they agree, and writes its result once every
+/// rank has read its post; `false` on a failure.
 fn collective(comm: &Comm, seq: u64, part: Part) -> bool {
-    let c = &comm.clique;
-    let n = c.n;
+    let m = &comm.member;
+    let n = m.nranks;
     let Some(size) = size_of(part.dtype) else {
         return false;
     };
-    let mut slots = c.slots.lock();
-    {
-        let slot = slots.entry(seq).or_default();
-        slot.parts.resize(n, None);
-        slot.parts[comm.rank] = Some(part);
-        slot.arrived += 1;
-    }
-    c.cv.notify_all();
-    if !wait_until(c, &c.cv, &mut slots, |s| s[&seq].arrived == n) {
-        return false;
-    }
-    let parts: Vec<Part> = slots[&seq]
-        .parts
-        .iter()
-        .map(|p| p.expect("arrived"))
-        .collect();
-    drop(slots);
-    let agree = parts.iter().all(|p| {
-        p.kind == part.kind
-            && p.count == part.count
-            && p.dtype == part.dtype
-            && p.op == part.op
-            && p.root == part.root
-    });
     let block = part.count * size;
+    let brings = match part.kind {
+        Kind::ReduceScatter => bytes_of(part.send, block * n),
+        Kind::Broadcast if part.root != comm.rank => &[],
+        _ => bytes_of(part.send, block),
+    };
+    let limit = Some(TIMEOUT);
+    let Ok(posted) = m.post((0, seq), comm.rank, part.meta(), brings) else {
+        return false;
+    };
+    let Ok(parts) = m.gather((0, seq), n, limit) else {
+        return false;
+    };
+    let agree = parts.iter().all(|p| p.meta() == part.meta());
     let result: Option<Vec<u8>> = if !agree {
         None
     } else {
         match part.kind {
-            Kind::AllReduce | Kind::Reduce => {
-                let mut acc = bytes_of(parts[0].send, block).to_vec();
-                for p in &parts[1..] {
-                    combine(part.dtype, part.op, &mut acc, bytes_of(p.send, block));
+            Kind::AllReduce => {
+                let reducer =
+                    |inputs: &[&[u8]], out: &mut [u8]| fold(part.dtype, part.op, inputs, out);
+                match m.all_reduce_shares((2, seq), &parts, size, reducer, limit) {
+                    Ok(out) => Some(out),
+                    Err(_) => return false,
                 }
-                (part.kind == Kind::AllReduce || comm.rank == part.root).then_some(acc)
             }
-            Kind::Broadcast => Some(bytes_of(parts[part.root].send, block).to_vec()),
+            Kind::Reduce => (comm.rank == part.root).then(|| {
+                let inputs: Vec<&[u8]> = parts.iter().map(|p| &p.data()[..block]).collect();
+                let mut acc = vec![0u8; block];
+                fold(part.dtype, part.op, &inputs, &mut acc);
+                acc
+            }),
+            Kind::Broadcast => Some(parts[part.root].data()[..block].to_vec()),
             Kind::AllGather => Some(
                 parts
                     .iter()
-                    .flat_map(|p| bytes_of(p.send, block).to_vec())
+                    .flat_map(|p| p.data()[..block].to_vec())
                     .collect(),
             ),
             Kind::ReduceScatter => {
                 let at = comm.rank * block;
-                let mut acc = bytes_of(parts[0].send + at, block).to_vec();
-                for p in &parts[1..] {
-                    combine(part.dtype, part.op, &mut acc, bytes_of(p.send + at, block));
-                }
+                let inputs: Vec<&[u8]> = parts.iter().map(|p| &p.data()[at..at + block]).collect();
+                let mut acc = vec![0u8; block];
+                fold(part.dtype, part.op, &inputs, &mut acc);
                 Some(acc)
             }
         }
     };
-    let mut slots = c.slots.lock();
-    slots.get_mut(&seq).expect("slot").computed += 1;
-    c.cv.notify_all();
-    if !wait_until(c, &c.cv, &mut slots, |s| s[&seq].computed == n) {
+    if m.finish(posted, n, limit).is_err() {
         return false;
     }
     if let Some(r) = &result {
         copy_bytes(part.recv, r.as_ptr() as usize, r.len());
     }
-    let slot = slots.get_mut(&seq).expect("slot");
-    slot.left += 1;
-    if slot.left == n {
-        slots.remove(&seq);
-    }
     agree
 }
 
+/// The meeting of the next message from `src` to `dst`, as `comm` counts.
+fn next_message(comm: &Comm, src: usize, dst: usize) -> Key {
+    let mut counts = comm.messages.lock();
+    let n = counts.entry((src, dst)).or_insert(0);
+    *n += 1;
+    (1 + (src * 65536 + dst) as u64, *n)
+}
+
 /// Runs a thread's grouped sends and receives on one queue: every send is
-/// posted first, then every receive, then the sends are awaited.
+/// posted first, then every receive read, then the sends are awaited.
 fn point_to_point(comm: &Comm, ops: &[P2p]) -> bool {
-    let c = &comm.clique;
+    let m = &comm.member;
+    let limit = Some(TIMEOUT);
     let mut posted = Vec::new();
     for op in ops.iter().filter(|o| o.send) {
-        let done = Arc::new(AtomicBool::new(false));
-        c.mail
-            .lock()
-            .entry((comm.rank, op.peer))
-            .or_default()
-            .push_back(Msg {
-                ptr: op.ptr,
-                bytes: op.bytes,
-                done: Arc::clone(&done),
-            });
-        posted.push(done);
+        let key = next_message(comm, comm.rank, op.peer);
+        match m.post(key, 0, [0; META], bytes_of(op.ptr, op.bytes)) {
+            Ok(p) => posted.push(p),
+            Err(_) => return false,
+        }
     }
-    c.mail_cv.notify_all();
     let mut ok = true;
     for op in ops.iter().filter(|o| !o.send) {
-        let mut mail = c.mail.lock();
-        let key = (op.peer, comm.rank);
-        if !wait_until(c, &c.mail_cv, &mut mail, |m| {
-            m.get(&key).is_some_and(|q| !q.is_empty())
-        }) {
+        let key = next_message(comm, op.peer, comm.rank);
+        let Ok(msg) = m.read(key, 0, limit) else {
             return false;
-        }
-        let msg = mail
-            .get_mut(&key)
-            .and_then(VecDeque::pop_front)
-            .expect("a message");
-        drop(mail);
-        ok &= msg.bytes == op.bytes;
-        copy_bytes(op.ptr, msg.ptr, msg.bytes.min(op.bytes));
-        msg.done.store(true, Ordering::SeqCst);
-        c.mail_cv.notify_all();
+        };
+        let sent = msg.data();
+        ok &= sent.len() == op.bytes;
+        copy_bytes(op.ptr, sent.as_ptr() as usize, sent.len().min(op.bytes));
     }
-    for done in posted {
-        let mut mail = c.mail.lock();
-        if !wait_until(c, &c.mail_cv, &mut mail, |_| done.load(Ordering::SeqCst)) {
+    for p in posted {
+        if m.finish(p, 1, limit).is_err() {
             return false;
         }
     }
@@ -268,7 +237,8 @@ fn point_to_point(comm: &Comm, ops: &[P2p]) -> bool {
 }
 
 /// Queues `task` for `comm` on `queue`, counting it as pending and turning
-/// a failure into the communicator's asynchronous error.
+/// a failure into the communicator's asynchronous error (and failing the
+/// clique for its other ranks).
 fn enqueue(
     comm: &Arc<Comm>,
     q: &Queue,
@@ -282,9 +252,7 @@ fn enqueue(
     let pushed = q.push(Box::new(move || {
         if !task(&me) {
             me.async_err.store(ASYNC_ERROR, Ordering::SeqCst);
-            me.clique.broken.store(true, Ordering::SeqCst);
-            me.clique.cv.notify_all();
-            me.clique.mail_cv.notify_all();
+            me.member.abort();
         }
         me.pending.fetch_sub(1, Ordering::SeqCst);
     }));
@@ -323,7 +291,7 @@ fn issue(
     {
         return ERR_ARGUMENTS;
     }
-    if !(0..comm.clique.n as c_int).contains(&root) {
+    if !(0..comm.member.nranks as c_int).contains(&root) {
         return ERR_ARGUMENTS;
     }
     let Some(q) = crate::rt::queue_of(queue) else {
@@ -357,7 +325,10 @@ fn p2p(
     let Some(size) = size_of(dtype) else {
         return ERR_ARGUMENTS;
     };
-    if buf.is_null() || !(0..comm.clique.n as c_int).contains(&peer) || peer as usize == comm.rank {
+    if buf.is_null()
+        || !(0..comm.member.nranks as c_int).contains(&peer)
+        || peer as usize == comm.rank
+    {
         return ERR_ARGUMENTS;
     }
     let Some(q) = crate::rt::queue_of(queue) else {
@@ -453,26 +424,20 @@ export! { "CNCL", ERR_INTERNAL, after;
             }
             used.extend(ranks.iter().map(|r| (id.hash, *r)));
         }
-        let clique = Arc::clone(registry().cliques.lock().entry(id.hash).or_insert_with(|| Arc::new(Clique {
-            n: nrank as usize,
-            joined: Mutex::new(0),
-            slots: Mutex::new(HashMap::new()),
-            mail: Mutex::new(HashMap::new()),
-            cv: Condvar::new(),
-            mail_cv: Condvar::new(),
-            broken: AtomicBool::new(false),
-        })));
-        if clique.n != nrank as usize { return ERR_ARGUMENTS; }
-        {
-            let mut joined = clique.joined.lock();
-            *joined += ranks.len();
-            clique.cv.notify_all();
-            if !wait_until(&clique, &clique.cv, &mut joined, |j| *j >= clique.n) {
-                return ERR_INTERNAL;
+        let mut id_bytes = data;
+        id_bytes.extend_from_slice(&id.hash.to_ne_bytes());
+        let mut members = Vec::new();
+        for &rank in ranks {
+            match Member::join("cncl", &id_bytes, nrank as usize, rank as usize) {
+                Ok(m) => members.push(m),
+                Err(_) => return ERR_ARGUMENTS,
             }
         }
-        for (i, (&rank, &device)) in ranks.iter().zip(devs).enumerate() {
-            let comm = Arc::new(Comm { clique: Arc::clone(&clique), rank: rank as usize, device, seq: AtomicU64::new(0), pending: AtomicU64::new(0), async_err: AtomicI32::new(0) });
+        if members.iter().any(|m| m.wait_complete(Some(TIMEOUT)).is_err()) {
+            return ERR_INTERNAL;
+        }
+        for (i, ((&rank, &device), member)) in ranks.iter().zip(devs).zip(members).enumerate() {
+            let comm = Arc::new(Comm { member, rank: rank as usize, device, seq: AtomicU64::new(0), pending: AtomicU64::new(0), async_err: AtomicI32::new(0), messages: Mutex::new(HashMap::new()) });
             let h = registry().comms.insert(comm);
             // SAFETY: `comms` has `num_comm` slots by the prototype.
             unsafe { comms.add(i).write(h as *mut c_void) };
@@ -488,16 +453,12 @@ export! { "CNCL", ERR_INTERNAL, after;
         registry().comms.remove(comm as usize);
         // A clique's communicators are freed together: once one is gone,
         // its peers' later operations fail at once instead of waiting.
-        c.clique.broken.store(true, Ordering::SeqCst);
-        c.clique.cv.notify_all();
-        c.clique.mail_cv.notify_all();
+        c.member.leave();
         SUCCESS
     }
     fn cnclAbortComm(comm: *mut c_void) {
         let Some(c) = registry().comms.remove(comm as usize) else { return ERR_ARGUMENTS };
-        c.clique.broken.store(true, Ordering::SeqCst);
-        c.clique.cv.notify_all();
-        c.clique.mail_cv.notify_all();
+        c.member.abort();
         SUCCESS
     }
     fn cnclGetCommAsyncError(comm: *mut c_void) {
