@@ -280,6 +280,13 @@ def test_mock_cuda_runs_a_cuda_script_unchanged():
         out = model(z)
         torch.cuda.synchronize()
         assert torch.cuda.memory_allocated() > 0
+        from torch.cuda.amp import GradScaler
+        with torch.cuda.amp.autocast():
+            half = model(z)
+        assert half.dtype == torch.float16 and half.device.type == "dipu"
+        scaler = GradScaler()
+        assert scaler._device == "dipu"
+        scaler.scale(half.float().sum()).backward()
         print("mock ok", out.shape[0])
         """
     out = _run(

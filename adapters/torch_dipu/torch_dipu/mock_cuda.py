@@ -1,6 +1,6 @@
 """DIPU_MOCK_CUDA=True: a script written for CUDA runs on dipu.
 
-`torch.cuda.*` becomes `torch.dipu.*`, `Tensor.cuda()` / `Module.cuda()`
+`torch.cuda.*` becomes `torch.dipu.*` (`torch.cuda.amp` too), `Tensor.cuda()` / `Module.cuda()`
 become `.dipu()`, `is_cuda` is true for dipu tensors, and a "cuda" device
 given to a torch function (`device="cuda"`, `.to("cuda:0")`) means dipu.
 The device mapping is a TorchFunctionMode entered on the importing
@@ -8,6 +8,8 @@ thread (threads started later get it through torch's thread hooks only if
 they enter it themselves); `torch.device("cuda")` itself stays a CUDA
 device object until a torch function receives it.
 """
+
+import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -44,6 +46,9 @@ def install() -> None:
     for name in dipu.__all__:
         setattr(torch.cuda, name, getattr(dipu, name))
     torch.cuda.is_available = dipu.is_available
+    # torch.cuda.amp.autocast / GradScaler are dipu's.
+    sys.modules["torch.cuda.amp"] = dipu.amp
+    torch.cuda.amp = dipu.amp
     torch.cuda._lazy_init = dipu._lazy_init
     torch.cuda._is_in_bad_fork = dipu._is_in_bad_fork
     torch.Tensor.cuda = lambda self, device=None, non_blocking=False, **kw: self.dipu(

@@ -6,6 +6,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from . import amp  # noqa: F401  (torch.dipu.amp)
 from . import profiler  # noqa: F401  (torch.dipu.profiler)
 from .memory import (  # noqa: F401
     empty_cache,
@@ -154,8 +155,8 @@ def get_device_capability(device: _device_t = None) -> tuple:
 
 
 def get_amp_supported_dtype():
-    """Autocast on dipu is not supported yet: no dtype."""
-    return []
+    """The dtypes torch.autocast("dipu") casts to."""
+    return [torch.float16, torch.bfloat16]
 
 
 def vendor_name() -> str:
@@ -170,6 +171,8 @@ def is_bf16_supported() -> bool:
 
 __all__ = [
     "Event",
+    "amp",
+    "get_amp_supported_dtype",
     "Stream",
     "StreamContext",
     "current_device",
