@@ -118,6 +118,30 @@ impl Space {
             .sum()
     }
 
+    /// A chunk's size and device, while it holds memory (live, or released
+    /// but still mapped).
+    pub fn chunk(&self, handle: u64) -> Option<(usize, i32)> {
+        self.inner
+            .lock()
+            .chunks
+            .get(&handle)
+            .map(|c| (c.size, c.device))
+    }
+
+    /// The length of the reservation starting at `ptr`.
+    pub fn reservation(&self, ptr: usize) -> Option<usize> {
+        self.inner.lock().reservations.get(&ptr).copied()
+    }
+
+    /// The length and chunk of the mapping starting at `ptr`.
+    pub fn mapping(&self, ptr: usize) -> Option<(usize, u64)> {
+        self.inner
+            .lock()
+            .mappings
+            .get(&ptr)
+            .map(|m| (m.len, m.handle))
+    }
+
     /// Reserves `size` bytes aligned to `align` (a power of two),
     /// inaccessible until mapped.
     pub fn reserve(&self, size: usize, align: usize) -> Result<usize, VmError> {

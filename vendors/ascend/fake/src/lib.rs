@@ -27,7 +27,8 @@
 //! The vendor-neutral parts come from `dipu-fakekit` (the shared settings
 //! and faults, the call trace, stream worker threads, events with record
 //! generations, the host-callback thread, the fork check); ACL's virtual
-//! memory stays here, HCCL's cliques are fakekit's `collective` (see `docs/ascend.md`).
+//! memory is fakekit's `vmem` with ACL's rules on top, HCCL's cliques are
+//! fakekit's `collective` (see `docs/ascend.md`).
 
 mod acl;
 mod callbacks;

@@ -1,17 +1,18 @@
-//! Virtual memory: reservations are `PROT_NONE` address space, physical
-//! chunks are memfd files, mappings map a whole file at a reserved address.
+//! Virtual memory on the kit's [`dipu_fakekit::vmem::Space`] (reservations
+//! `PROT_NONE`, physical chunks memory files), with ACL's rules on top:
 //! "此处的size必须与aclrtMallocPhysical接口的size参数值相同" and "offset：物理内存
-//! 偏移值，当前只能设置为0" (aclrtMapMem.md); `aclrtUnmapMem(void *virPtr)` takes
-//! no size: it unmaps the one mapping that starts there.
+//! 偏移值，当前只能设置为0" (aclrtMapMem.md): a mapping is a whole chunk,
+//! accessible at once (ACL has no access call); `aclrtUnmapMem(void *virPtr)`
+//! takes no size: it unmaps the one mapping that starts there. A chunk
+//! counts on its device's memory until it is both freed and unmapped.
 
-use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use dipu_fakekit::vmem::{Space, VmError};
 
-use crate::entry::{code, fail, out, R};
+use crate::entry::{code, fail, out, Fail, R};
 use crate::state::{self, regions, Kind, Region};
 
 /// The granularity: 2 MB huge pages.
@@ -28,31 +29,32 @@ pub(crate) struct PhysicalMemProp {
     pub(crate) reserve: u64,
 }
 
-#[derive(Debug)]
-struct Chunk {
-    fd: i32,
-    size: usize,
-    device: i32,
-    mapped: usize,
-    freed: bool,
+fn space() -> &'static Space {
+    static SPACE: OnceLock<Space> = OnceLock::new();
+    SPACE.get_or_init(Space::new)
 }
 
-#[derive(Default)]
-struct Vmm {
-    /// Reservations: start to length.
-    reserved: BTreeMap<usize, usize>,
-    /// Mappings: start to (length, chunk).
-    mapped: BTreeMap<usize, (usize, usize)>,
-    chunks: HashMap<usize, Chunk>,
+/// ACL's code for a failure of the space.
+fn vm_fail(e: VmError) -> Fail {
+    match e {
+        VmError::OutOfMemory(m) => Fail {
+            code: code::RT_MEMORY_ALLOCATION,
+            message: m,
+        },
+        VmError::Invalid(m) | VmError::Handle(m) => Fail {
+            code: code::INVALID_PARAM,
+            message: m,
+        },
+    }
 }
 
-fn vmm() -> &'static Mutex<Vmm> {
-    static VMM: OnceLock<Mutex<Vmm>> = OnceLock::new();
-    VMM.get_or_init(Default::default)
-}
-
-fn errno() -> String {
-    std::io::Error::last_os_error().to_string()
+/// Gives chunk `handle`'s memory back to its device if the space let it go.
+fn settle(handle: u64, size: usize, device: i32) {
+    if space().chunk(handle).is_none() {
+        if let Ok(dev) = state::device(device) {
+            dev.used.fetch_sub(size as u64, Ordering::AcqRel);
+        }
+    }
 }
 
 /// `aclrtMemGetAllocationGranularity`.
@@ -89,55 +91,21 @@ pub(crate) fn reserve(
             "the fake supports no expected address, no flags, and alignments dividing 2 MB",
         );
     }
-    let span = size + GRANULARITY;
-    // SAFETY: a fresh anonymous PROT_NONE mapping at an address of the
-    // kernel's choice; nothing is read or written through it here.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            span,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return fail(code::RT_MEMORY_ALLOCATION, format!("mmap: {}", errno()));
-    }
-    let start = (base as usize).div_ceil(GRANULARITY) * GRANULARITY;
-    // Trim to an aligned range of `size` bytes.
-    // SAFETY: both pieces lie inside the mapping just made, which nothing else uses.
-    unsafe {
-        if start > base as usize {
-            libc::munmap(base, start - base as usize);
-        }
-        let end = base as usize + span;
-        if end > start + size {
-            libc::munmap((start + size) as *mut c_void, end - start - size);
-        }
-    }
-    vmm().lock().reserved.insert(start, size);
+    let start = space().reserve(size, GRANULARITY).map_err(vm_fail)?;
     out(ptr, start as *mut c_void, "virPtr")
 }
 
 /// `aclrtReleaseMemAddress`: nothing may be mapped in it.
 pub(crate) fn release(ptr: *mut c_void) -> R {
-    let mut v = vmm().lock();
-    let start = ptr as usize;
-    let Some(&size) = v.reserved.get(&start) else {
+    let Some(size) = space().reservation(ptr as usize) else {
         return fail(code::INVALID_PARAM, format!("{ptr:p} is not a reservation"));
     };
-    if v.mapped.range(start..start + size).next().is_some() {
-        return fail(code::RT_PARAM_INVALID, "the reservation still has mappings");
-    }
-    v.reserved.remove(&start);
-    // SAFETY: the whole reservation, mapped by `reserve`, unused.
-    unsafe { libc::munmap(ptr, size) };
-    Ok(())
+    space()
+        .free_reservation(ptr as usize, size)
+        .or_else(|_| fail(code::RT_PARAM_INVALID, "the reservation still has mappings"))
 }
 
-/// `aclrtMallocPhysical`: a memfd of `size` bytes, counted on the device.
+/// `aclrtMallocPhysical`: a chunk of `size` bytes, counted on the device.
 pub(crate) fn malloc_physical(
     handle: *mut *mut c_void,
     size: usize,
@@ -173,61 +141,33 @@ pub(crate) fn malloc_physical(
             format!("device {device} is out of memory"),
         );
     }
-    // SAFETY: a NUL-terminated name; flags 0.
-    let fd = unsafe { libc::memfd_create(c"fake-acl-physical".as_ptr(), libc::MFD_CLOEXEC) };
-    // SAFETY: a file descriptor we own.
-    if fd < 0 || unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
-        let why = errno();
-        if fd >= 0 {
-            // SAFETY: ours, closed once.
-            unsafe { libc::close(fd) };
-        }
+    let id = space().create(size, device).map_err(|e| {
         dev.used.fetch_sub(size as u64, Ordering::AcqRel);
-        return fail(code::RT_MEMORY_ALLOCATION, format!("memfd: {why}"));
-    }
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    let id = NEXT.fetch_add(1, Ordering::Relaxed) << 4;
-    vmm().lock().chunks.insert(
-        id,
-        Chunk {
-            fd,
-            size,
-            device,
-            mapped: 0,
-            freed: false,
-        },
-    );
-    out(handle, id as *mut c_void, "handle")
-}
-
-fn forget_chunk(v: &mut Vmm, id: usize) {
-    if let Some(c) = v.chunks.remove(&id) {
-        if let Ok(dev) = state::device(c.device) {
-            dev.used.fetch_sub(c.size as u64, Ordering::AcqRel);
-        }
-    }
+        vm_fail(e)
+    })?;
+    out(handle, id as usize as *mut c_void, "handle")
 }
 
 /// `aclrtFreePhysical`: the memory returns once no mapping uses it.
 pub(crate) fn free_physical(handle: *mut c_void) -> R {
-    let mut v = vmm().lock();
-    let id = handle as usize;
-    let Some(c) = v.chunks.get_mut(&id).filter(|c| !c.freed) else {
+    let id = handle as usize as u64;
+    let Some((size, device)) = space().chunk(id) else {
         return fail(
             code::INVALID_PARAM,
             format!("{handle:p} is not a live physical chunk"),
         );
     };
-    c.freed = true;
-    // SAFETY: our descriptor, closed once; mappings keep the memory.
-    unsafe { libc::close(c.fd) };
-    if c.mapped == 0 {
-        forget_chunk(&mut v, id);
-    }
+    space().release(id).or_else(|_| {
+        fail(
+            code::INVALID_PARAM,
+            format!("{handle:p} is not a live physical chunk"),
+        )
+    })?;
+    settle(id, size, device);
     Ok(())
 }
 
-/// `aclrtMapMem`.
+/// `aclrtMapMem`: a whole chunk at an aligned address of a reservation.
 pub(crate) fn map(
     ptr: *mut c_void,
     size: usize,
@@ -236,62 +176,32 @@ pub(crate) fn map(
     flags: u64,
 ) -> R {
     state::current()?;
-    let mut v = vmm().lock();
     let start = ptr as usize;
-    let id = handle as usize;
-    let Some(chunk) = v.chunks.get(&id).filter(|c| !c.freed) else {
+    let id = handle as usize as u64;
+    let Some((chunk_size, device)) = space().chunk(id) else {
         return fail(
             code::INVALID_PARAM,
             format!("{handle:p} is not a live physical chunk"),
         );
     };
-    if offset != 0 || flags != 0 || size != chunk.size {
+    if offset != 0 || flags != 0 || size != chunk_size {
         return fail(
             code::INVALID_PARAM,
             format!(
-                "offset and flags must be 0 and size the chunk's {} bytes (got {size})",
-                chunk.size
+                "offset and flags must be 0 and size the chunk's {chunk_size} bytes (got {size})"
             ),
         );
     }
-    let inside = v
-        .reserved
-        .range(..=start)
-        .next_back()
-        .is_some_and(|(&s, &len)| start % GRANULARITY == 0 && start + size <= s + len);
-    if !inside {
+    if start % GRANULARITY != 0 {
         return fail(
             code::INVALID_PARAM,
             format!("{ptr:p} + {size} is not inside a reservation, aligned"),
         );
     }
-    let overlaps = v
-        .mapped
-        .range(..start + size)
-        .next_back()
-        .is_some_and(|(&s, &(len, _))| s + len > start);
-    if overlaps {
-        return fail(code::INVALID_PARAM, "the range is already mapped");
-    }
-    let (fd, device) = (chunk.fd, chunk.device);
-    // SAFETY: a reserved, unmapped, aligned range of ours is replaced by
-    // the chunk's file.
-    let at = unsafe {
-        libc::mmap(
-            ptr,
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_FIXED,
-            fd,
-            0,
-        )
-    };
-    if at == libc::MAP_FAILED {
-        return fail(code::RT_INTERNAL_ERROR, format!("mmap: {}", errno()));
-    }
-    v.mapped.insert(start, (size, id));
-    if let Some(c) = v.chunks.get_mut(&id) {
-        c.mapped += 1;
+    space().map(start, size, 0, id).map_err(vm_fail)?;
+    if let Err(e) = space().set_access(start, size, &[(device, true)]) {
+        let _ = space().unmap(start, size);
+        return Err(vm_fail(e));
     }
     regions().lock().insert(
         start,
@@ -305,29 +215,15 @@ pub(crate) fn map(
 
 /// `aclrtUnmapMem`: the mapping that starts at `ptr`.
 pub(crate) fn unmap(ptr: *mut c_void) -> R {
-    let mut v = vmm().lock();
     let start = ptr as usize;
-    let Some((size, id)) = v.mapped.remove(&start) else {
+    let Some((size, id)) = space().mapping(start) else {
         return fail(code::INVALID_PARAM, format!("no mapping starts at {ptr:p}"));
     };
+    let chunk = space().chunk(id);
+    space().unmap(start, size).map_err(vm_fail)?;
     regions().lock().remove(&start);
-    // SAFETY: our mapping goes back to reserved, inaccessible address space.
-    unsafe {
-        libc::mmap(
-            ptr,
-            size,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    let forget = v.chunks.get_mut(&id).is_some_and(|c| {
-        c.mapped -= 1;
-        c.freed && c.mapped == 0
-    });
-    if forget {
-        forget_chunk(&mut v, id);
+    if let Some((chunk_size, device)) = chunk {
+        settle(id, chunk_size, device);
     }
     Ok(())
 }
