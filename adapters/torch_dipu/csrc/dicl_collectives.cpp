@@ -110,10 +110,91 @@ Tensors concat(Tensors a, const Tensors& b) {
   return a;
 }
 
-std::vector<bool> flags(size_t inputs, size_t outputs) {
-  std::vector<bool> f(inputs, false);
-  f.resize(inputs + outputs, true);
+// Which staged tensors are outputs: `first` of the kind `first_is_output`,
+// then `rest` of the other kind.
+std::vector<bool> marks(size_t first, bool first_is_output, size_t rest) {
+  std::vector<bool> f(first, first_is_output);
+  f.resize(first + rest, !first_is_output);
   return f;
+}
+
+// `inputs` inputs followed by `outputs` outputs.
+std::vector<bool> flags(size_t inputs, size_t outputs) { return marks(inputs, false, outputs); }
+
+// `outputs` outputs followed by `inputs` inputs.
+std::vector<bool> outputs_first(size_t outputs, size_t inputs) {
+  return marks(outputs, true, inputs);
+}
+
+// The buffers and element counts of t[first], t[first + step], ... (n of
+// them), as the C calls over several buffers take them (NULL when none).
+template <typename Ptr>
+struct Spans {
+  std::vector<Ptr> ptrs;
+  std::vector<size_t> counts;
+  Ptr* data() { return ptrs.empty() ? nullptr : ptrs.data(); }
+  const size_t* sizes() const { return counts.empty() ? nullptr : counts.data(); }
+};
+
+template <typename Ptr>
+Spans<Ptr> spans(const Tensors& t, size_t first, size_t n, const Wire& w, size_t step = 1) {
+  Spans<Ptr> out;
+  for (size_t i = 0; i < n; i++) {
+    const at::Tensor& x = t[first + i * step];
+    out.ptrs.push_back(ptr(x));
+    out.counts.push_back(count(x, w));
+  }
+  return out;
+}
+
+// How a reducing collective sends dtype `st` with `op`.
+struct Reduction {
+  Wire w;
+  dipu_reduce_op op;
+};
+
+Reduction reduction(at::ScalarType st, const c10d::ReduceOp& op, const char* name) {
+  return {wire(st, name, true), reduce_op(op, st, name)};
+}
+
+// `t`, scaled first when `op` is PREMUL_SUM.
+at::Tensor maybe_premul(const at::Tensor& t, const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::PREMUL_SUM ? premul(t, op) : t;
+}
+
+// The root's list of world-size tensors of a rooted collective (gather's
+// outputs, scatter's inputs); other ranks pass none and get none.
+Tensors root_list(const std::vector<Tensors>& lists, bool is_root, int size, const char* name,
+                  const char* what) {
+  if (is_root) {
+    TORCH_CHECK(lists.size() == 1 && lists[0].size() == static_cast<size_t>(size), "dicl: ",
+                name, " needs one list of ", size, " ", what, " tensors on the root");
+    return lists[0];
+  }
+  TORCH_CHECK(lists.empty() || lists[0].empty(), "dicl: ", name, ": only the root passes ", what,
+              " tensors");
+  return {};
+}
+
+// NCCL's rule for all-to-all split sizes (dim 0 rows): none means equal
+// parts of dim 0; else one per rank, non-negative, summing to dim 0.
+void check_splits(const at::Tensor& t, const std::vector<int64_t>& rows, int size,
+                  const char* side) {
+  int64_t dim0 = t.dim() == 0 ? 1 : t.size(0);
+  if (rows.empty()) {
+    TORCH_CHECK(dim0 % size == 0, "dicl: alltoall_base: the ", side, " tensor's dim 0 (", dim0,
+                ") does not divide equally across the group size (", size, ")");
+    return;
+  }
+  TORCH_CHECK(rows.size() == static_cast<size_t>(size), "dicl: alltoall_base: ", rows.size(), " ",
+              side, " split sizes for ", size, " ranks");
+  int64_t sum = 0;
+  for (int64_t r : rows) {
+    TORCH_CHECK(r >= 0, "dicl: alltoall_base: negative ", side, " split size ", r);
+    sum += r;
+  }
+  TORCH_CHECK(sum == dim0, "dicl: alltoall_base: the ", side, " split sizes sum to ", sum,
+              ", not the tensor's dim 0 size (", dim0, ")");
 }
 
 }  // namespace
@@ -143,13 +224,12 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
   TORCH_CHECK(!tensors.empty(), "dicl: allreduce of no tensors");
   std::vector<Launch> launches;
   for (size_t i = 0; i < tensors.size(); i++) {
-    Wire w = wire(tensors[i].scalar_type(), "allreduce", true);
-    dipu_reduce_op op = reduce_op(opts.reduceOp, tensors[i].scalar_type(), "allreduce");
+    Reduction r = reduction(tensors[i].scalar_type(), opts.reduceOp, "allreduce");
     if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
       tensors[i].copy_(premul(tensors[i], opts.reduceOp));
     }
     launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-      return dipu_process_group_all_reduce(g, ptr(t[i]), count(t[i], w), w.dtype, op, out);
+      return dipu_process_group_all_reduce(g, ptr(t[i]), count(t[i], r.w), r.w.dtype, r.op, out);
     });
   }
   return run("allreduce", OpType::ALLREDUCE, tensors, std::vector<bool>(tensors.size(), true),
@@ -163,13 +243,12 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(Tensors& tensors,
   TORCH_CHECK(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM,
               "dicl: reduce does not support reduce op PREMUL_SUM (allreduce and "
               "reduce_scatter do)");
-  Wire w = wire(st, "reduce", true);
-  dipu_reduce_op op = reduce_op(opts.reduceOp, st, "reduce");
+  Reduction r = reduction(st, opts.reduceOp, "reduce");
   auto root = static_cast<int32_t>(opts.rootRank);
   return run("reduce", OpType::REDUCE, tensors, {true},
              {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               return dipu_process_group_reduce(g, ptr(t[0]), count(t[0], w), w.dtype, root, op,
-                                                out);
+               return dipu_process_group_reduce(g, ptr(t[0]), count(t[0], r.w), r.w.dtype, root,
+                                                r.op, out);
              }});
 }
 
@@ -184,13 +263,8 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<Tensors>& outputs,
   size_t n = outputs[0].size();
   return run("allgather", OpType::ALLGATHER, concat(inputs, outputs[0]), flags(1, n),
              {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               std::vector<void*> ptrs;
-               std::vector<size_t> counts;
-               for (size_t i = 1; i <= n; i++) {
-                 ptrs.push_back(ptr(t[i]));
-                 counts.push_back(count(t[i], w));
-               }
-               return dipu_process_group_all_gather(g, ptrs.data(), counts.data(), n, ptr(t[0]),
+               auto o = spans<void*>(t, 1, n, w);
+               return dipu_process_group_all_gather(g, o.data(), o.sizes(), n, ptr(t[0]),
                                                     count(t[0], w), w.dtype, out);
              }});
 }
@@ -217,15 +291,10 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(std::vector<Tensors>
     }
     Wire w = wire(inputs[k].scalar_type(), "allgather_coalesced", false);
     launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-      std::vector<void*> ptrs;
-      std::vector<size_t> counts;
-      for (size_t r = 0; r < n; r++) {
-        const at::Tensor& o = t[m + r * m + k];
-        ptrs.push_back(ptr(o));
-        counts.push_back(count(o, w));
-      }
-      return dipu_process_group_all_gather(g, ptrs.data(), counts.data(), n, ptr(t[k]),
-                                           count(t[k], w), w.dtype, out);
+      // Rank r's copy of input k is staged at m + r * m + k.
+      auto o = spans<void*>(t, m + k, n, w, m);
+      return dipu_process_group_all_gather(g, o.data(), o.sizes(), n, ptr(t[k]), count(t[k], w),
+                                           w.dtype, out);
     });
   }
   return run("allgather_coalesced", OpType::ALLGATHER_COALESCED, all, flags(m, n * m),
@@ -267,26 +336,15 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(Tensors& outputs,
               "dicl: reduce_scatter needs one list of ", size_, " input tensors");
   at::ScalarType st = outputs[0].scalar_type();
   check_same_dtype(inputs[0], st, "reduce_scatter");
-  Wire w = wire(st, "reduce_scatter", true);
-  dipu_reduce_op op = reduce_op(opts.reduceOp, st, "reduce_scatter");
+  Reduction r = reduction(st, opts.reduceOp, "reduce_scatter");
   Tensors ins = inputs[0];
-  if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
-    for (auto& t : ins) t = premul(t, opts.reduceOp);
-  }
+  for (auto& t : ins) t = maybe_premul(t, opts.reduceOp);
   size_t n = ins.size();
-  std::vector<bool> is_output(n + 1, false);
-  is_output[0] = true;
-  return run("reduce_scatter", OpType::REDUCE_SCATTER, concat(outputs, ins), is_output,
+  return run("reduce_scatter", OpType::REDUCE_SCATTER, concat(outputs, ins), outputs_first(1, n),
              {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               std::vector<const void*> ptrs;
-               std::vector<size_t> counts;
-               for (size_t i = 1; i <= n; i++) {
-                 ptrs.push_back(ptr(t[i]));
-                 counts.push_back(count(t[i], w));
-               }
-               return dipu_process_group_reduce_scatter(g, ptr(t[0]), count(t[0], w),
-                                                        ptrs.data(), counts.data(), n, w.dtype,
-                                                        op, out);
+               auto in = spans<const void*>(t, 1, n, r.w);
+               return dipu_process_group_reduce_scatter(g, ptr(t[0]), count(t[0], r.w), in.data(),
+                                                        in.sizes(), n, r.w.dtype, r.op, out);
              }});
 }
 
@@ -309,47 +367,30 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
                 "dicl: reduce_scatter_tensor: the input has ", inputs[k].numel(),
                 " elements, not world size x output (", outputs[k].numel() * size_, ")");
     check_same_dtype({inputs[k]}, st, "reduce_scatter_tensor");
-    Wire w = wire(st, "reduce_scatter_tensor", true);
-    dipu_reduce_op op = reduce_op(opts.reduceOp, st, "reduce_scatter_tensor");
-    if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) ins[k] = premul(ins[k], opts.reduceOp);
+    Reduction r = reduction(st, opts.reduceOp, "reduce_scatter_tensor");
+    ins[k] = maybe_premul(ins[k], opts.reduceOp);
     launches.push_back([=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-      return dipu_process_group_reduce_scatter_from(g, ptr(t[k]), count(t[k], w), ptr(t[n + k]),
-                                                    w.dtype, op, out);
+      return dipu_process_group_reduce_scatter_from(g, ptr(t[k]), count(t[k], r.w), ptr(t[n + k]),
+                                                    r.w.dtype, r.op, out);
     });
   }
-  std::vector<bool> is_output(2 * n, false);
-  std::fill_n(is_output.begin(), n, true);
   return run("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, concat(outputs, ins),
-             is_output, launches);
+             outputs_first(n, n), launches);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
                                                const c10d::GatherOptions& opts) {
   check_one(inputs, "gather");
   auto root = static_cast<int32_t>(opts.rootRank);
-  Tensors outs;
-  if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
-                "dicl: gather needs one list of ", size_, " output tensors on the root");
-    outs = outputs[0];
-  } else {
-    TORCH_CHECK(outputs.empty() || outputs[0].empty(),
-                "dicl: gather: only the root passes output tensors");
-  }
+  Tensors outs = root_list(outputs, rank_ == root, size_, "gather", "output");
   at::ScalarType st = inputs[0].scalar_type();
   check_same_dtype(outs, st, "gather");
   Wire w = wire(st, "gather", false);
   size_t n = outs.size();
   return run("gather", OpType::GATHER, concat(inputs, outs), flags(1, n),
              {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
-               std::vector<void*> ptrs;
-               std::vector<size_t> counts;
-               for (size_t i = 1; i <= n; i++) {
-                 ptrs.push_back(ptr(t[i]));
-                 counts.push_back(count(t[i], w));
-               }
-               return dipu_process_group_gather(g, n ? ptrs.data() : nullptr,
-                                                n ? counts.data() : nullptr, n, ptr(t[0]),
+               auto o = spans<void*>(t, 1, n, w);
+               return dipu_process_group_gather(g, o.data(), o.sizes(), n, ptr(t[0]),
                                                 count(t[0], w), w.dtype, root, out);
              }});
 }
@@ -358,32 +399,16 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(Tensors& outputs, std::vector<Te
                                                 const c10d::ScatterOptions& opts) {
   check_one(outputs, "scatter");
   auto root = static_cast<int32_t>(opts.rootRank);
-  Tensors ins;
-  if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
-                "dicl: scatter needs one list of ", size_, " input tensors on the root");
-    ins = inputs[0];
-  } else {
-    TORCH_CHECK(inputs.empty() || inputs[0].empty(),
-                "dicl: scatter: only the root passes input tensors");
-  }
+  Tensors ins = root_list(inputs, rank_ == root, size_, "scatter", "input");
   at::ScalarType st = outputs[0].scalar_type();
   check_same_dtype(ins, st, "scatter");
   Wire w = wire(st, "scatter", false);
   size_t n = ins.size();
-  std::vector<bool> out(n + 1, false);
-  out[0] = true;
-  return run("scatter", OpType::SCATTER, concat(outputs, ins), out,
-             {[=](dipu_process_group* g, const Tensors& t, dipu_work** o) {
-               std::vector<const void*> ptrs;
-               std::vector<size_t> counts;
-               for (size_t i = 1; i <= n; i++) {
-                 ptrs.push_back(ptr(t[i]));
-                 counts.push_back(count(t[i], w));
-               }
-               return dipu_process_group_scatter(g, ptr(t[0]), count(t[0], w),
-                                                 n ? ptrs.data() : nullptr,
-                                                 n ? counts.data() : nullptr, n, w.dtype, root, o);
+  return run("scatter", OpType::SCATTER, concat(outputs, ins), outputs_first(1, n),
+             {[=](dipu_process_group* g, const Tensors& t, dipu_work** out) {
+               auto in = spans<const void*>(t, 1, n, w);
+               return dipu_process_group_scatter(g, ptr(t[0]), count(t[0], w), in.data(),
+                                                 in.sizes(), n, w.dtype, root, out);
              }});
 }
 
@@ -392,13 +417,13 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
                                                       std::vector<int64_t>& input_splits,
                                                       const c10d::AllToAllOptions& opts) {
   check_same_dtype({output}, input.scalar_type(), "alltoall_base");
+  check_splits(output, output_splits, size_, "output");
+  check_splits(input, input_splits, size_, "input");
   Wire w = wire(input.scalar_type(), "alltoall_base", false);
   // Splits count rows (dim 0); the C call counts elements.
   auto elements = [&](const at::Tensor& t, const std::vector<int64_t>& rows) {
     std::vector<size_t> out;
     if (rows.empty()) return out;
-    TORCH_CHECK(rows.size() == static_cast<size_t>(size_), "dicl: alltoall_base: ",
-                rows.size(), " split sizes for ", size_, " ranks");
     size_t row = t.dim() == 0 || t.size(0) == 0 ? 0 : static_cast<size_t>(t.numel() / t.size(0));
     for (int64_t r : rows) out.push_back(static_cast<size_t>(r) * row * w.per);
     return out;
