@@ -19,6 +19,19 @@ pub enum VmError {
     OutOfMemory(String),
 }
 
+/// What [`Space::chunk`] tells of a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// Its bytes.
+    pub size: usize,
+    /// Its device.
+    pub device: i32,
+    /// Whether it was released (its memory goes with its last mapping).
+    pub released: bool,
+    /// How many mappings use it.
+    pub mappings: usize,
+}
+
 #[derive(Debug)]
 struct Chunk {
     fd: OwnedFd,
@@ -118,14 +131,14 @@ impl Space {
             .sum()
     }
 
-    /// A chunk's size and device, while it holds memory (live, or released
-    /// but still mapped).
-    pub fn chunk(&self, handle: u64) -> Option<(usize, i32)> {
-        self.inner
-            .lock()
-            .chunks
-            .get(&handle)
-            .map(|c| (c.size, c.device))
+    /// A chunk, while it holds memory (live, or released but still mapped).
+    pub fn chunk(&self, handle: u64) -> Option<ChunkInfo> {
+        self.inner.lock().chunks.get(&handle).map(|c| ChunkInfo {
+            size: c.size,
+            device: c.device,
+            released: c.released,
+            mappings: c.mappings,
+        })
     }
 
     /// The length of the reservation starting at `ptr`.

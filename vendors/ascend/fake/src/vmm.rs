@@ -151,12 +151,13 @@ pub(crate) fn malloc_physical(
 /// `aclrtFreePhysical`: the memory returns once no mapping uses it.
 pub(crate) fn free_physical(handle: *mut c_void) -> R {
     let id = handle as usize as u64;
-    let Some((size, device)) = space().chunk(id) else {
+    let Some(c) = space().chunk(id) else {
         return fail(
             code::INVALID_PARAM,
             format!("{handle:p} is not a live physical chunk"),
         );
     };
+    let (size, device) = (c.size, c.device);
     space().release(id).or_else(|_| {
         fail(
             code::INVALID_PARAM,
@@ -178,7 +179,7 @@ pub(crate) fn map(
     state::current()?;
     let start = ptr as usize;
     let id = handle as usize as u64;
-    let Some((chunk_size, device)) = space().chunk(id) else {
+    let Some((chunk_size, device)) = space().chunk(id).map(|c| (c.size, c.device)) else {
         return fail(
             code::INVALID_PARAM,
             format!("{handle:p} is not a live physical chunk"),
@@ -222,8 +223,8 @@ pub(crate) fn unmap(ptr: *mut c_void) -> R {
     let chunk = space().chunk(id);
     space().unmap(start, size).map_err(vm_fail)?;
     regions().lock().remove(&start);
-    if let Some((chunk_size, device)) = chunk {
-        settle(id, chunk_size, device);
+    if let Some(c) = chunk {
+        settle(id, c.size, c.device);
     }
     Ok(())
 }

@@ -1,13 +1,14 @@
-//! The fake CNDrv virtual memory API: reservations of address space with
+//! The fake CNDrv virtual memory API, on the kit's
+//! [`dipu_fakekit::vmem::Space`]: reservations of address space with
 //! nothing behind them (`mmap` without access), physical chunks as memory
 //! files, mappings that stay inaccessible until `cnMemSetAccess` on the
-//! mapped range, and unmaps of whole mapped ranges only.
+//! mapped range, one mapping per chunk, and unmaps of whole mapped ranges
+//! only. A chunk is charged to its device until released and unmapped.
 
-use std::collections::{BTreeMap, HashMap};
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint};
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use dipu_fakekit::vmem::Space;
 
 use crate::common::{config, export, put};
 
@@ -47,49 +48,22 @@ pub struct AccessDesc {
     pinned_type: c_int,
 }
 
-struct Chunk {
-    fd: c_int,
-    size: usize,
-    device: i32,
-    released: bool,
-    mapped: bool,
+fn space() -> &'static Space {
+    static SPACE: OnceLock<Space> = OnceLock::new();
+    SPACE.get_or_init(Space::new)
 }
 
-struct Mapping {
-    size: usize,
-    handle: u64,
-    accessible: bool,
-}
-
-#[derive(Default)]
-struct Vm {
-    reservations: BTreeMap<usize, usize>,
-    chunks: HashMap<u64, Chunk>,
-    next: u64,
-    mappings: BTreeMap<usize, Mapping>,
-}
-
-fn vm() -> &'static Mutex<Vm> {
-    static VM: OnceLock<Mutex<Vm>> = OnceLock::new();
-    VM.get_or_init(|| {
-        Mutex::new(Vm {
-            next: 1 << 40,
-            ..Vm::default()
-        })
-    })
-}
-
-/// Whether `ptr..ptr+len` lies in consecutive mappings with access set.
+/// Whether `ptr..ptr+len` lies in consecutive mappings with access set
+/// (for some device).
 pub(crate) fn is_accessible(ptr: usize, len: usize) -> bool {
-    let vm = vm().lock();
-    let mut at = ptr;
-    while at < ptr + len {
-        match vm.mappings.range(..=at).next_back() {
-            Some((&base, m)) if m.accessible && at < base + m.size => at = base + m.size,
-            _ => return false,
-        }
+    (0..config().devices).any(|d| space().access(ptr, len, d, false) == Some(true))
+}
+
+/// Gives chunk `handle`'s memory back to its device if the space let it go.
+fn settle(handle: u64, size: usize, device: i32) {
+    if space().chunk(handle).is_none() {
+        crate::rt::uncharge(device, size as u64);
     }
-    true
 }
 
 fn ordinal(dev: u64) -> Option<i32> {
@@ -156,79 +130,42 @@ export! { "CNDrv", GENERIC, after;
     fn cnMemAddressReserve(ptr: *mut u64, size: usize, alignment: usize, start: u64, flags: u64) {
         if ptr.is_null() || size == 0 || size % GRANULARITY != 0 || start != 0 || flags != 0 { return INVALID; }
         let align = alignment.max(GRANULARITY);
-        // SAFETY: a fresh anonymous mapping with no access: address space only.
-        let raw = unsafe {
-            libc::mmap(std::ptr::null_mut(), size + align, libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
-        };
-        if raw == libc::MAP_FAILED { return OUT_OF_MEMORY; }
-        let base = (raw as usize).next_multiple_of(align);
-        let (head, tail) = (base - raw as usize, raw as usize + size + align - (base + size));
-        // SAFETY: trimming the parts of our own mapping outside the aligned range.
-        unsafe {
-            if head > 0 { libc::munmap(raw, head); }
-            if tail > 0 { libc::munmap((base + size) as *mut c_void, tail); }
-        }
-        vm().lock().reservations.insert(base, size);
+        if !align.is_power_of_two() { return INVALID; }
+        let Ok(base) = space().reserve(size, align) else { return OUT_OF_MEMORY; };
         put(ptr, base as u64);
         SUCCESS
     }
     fn cnMemAddressFree(ptr: u64, size: usize) {
-        let mut vm = vm().lock();
-        let base = ptr as usize;
-        if vm.reservations.get(&base) != Some(&size) { return INVALID; }
-        if vm.mappings.range(base..base + size).next().is_some() { return INVALID; }
-        vm.reservations.remove(&base);
-        // SAFETY: our own reservation, with nothing mapped in it.
-        unsafe { libc::munmap(base as *mut c_void, size) };
+        if space().free_reservation(ptr as usize, size).is_err() { return INVALID; }
         SUCCESS
     }
     fn cnMemCreate(handle: *mut u64, size: usize, prop: *const Prop, flags: u64) {
         let Some(device) = prop_device(prop) else { return INVALID; };
         if handle.is_null() || size == 0 || size % GRANULARITY != 0 || flags != 0 { return INVALID; }
         if crate::common::oom() || !crate::rt::charge(device, size as u64) { return OUT_OF_MEMORY; }
-        // SAFETY: a NUL-terminated name; flags are valid.
-        let fd = unsafe { libc::memfd_create(c"fake-mlu-chunk".as_ptr(), libc::MFD_CLOEXEC) };
-        // SAFETY: our own descriptor.
-        if fd < 0 || unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+        let Ok(h) = space().create(size, device) else {
             crate::rt::uncharge(device, size as u64);
             return OUT_OF_MEMORY;
-        }
-        let mut vm = vm().lock();
-        vm.next += 1;
-        let h = vm.next;
-        vm.chunks.insert(h, Chunk { fd, size, device, released: false, mapped: false });
+        };
         put(handle, h);
         SUCCESS
     }
     fn cnMemRelease(handle: u64) {
-        let mut vm = vm().lock();
-        let Some(chunk) = vm.chunks.get_mut(&handle) else { return INVALID; };
-        if chunk.released { return INVALID; }
-        chunk.released = true;
-        if !chunk.mapped { drop_chunk(&mut vm, handle); }
+        let Some(c) = space().chunk(handle) else { return INVALID; };
+        if space().release(handle).is_err() { return INVALID; }
+        settle(handle, c.size, c.device);
         SUCCESS
     }
     fn cnMemMap(ptr: u64, size: usize, offset: usize, handle: u64, flags: u64) {
-        let mut vm = vm().lock();
         let base = ptr as usize;
-        if offset != 0 || flags != 0 { return INVALID; }
-        let inside = vm.reservations.range(..=base).next_back().is_some_and(|(&r, &n)| base + size <= r + n);
-        let overlaps = vm.mappings.range(..base + size).next_back().is_some_and(|(&m, map)| m + map.size > base);
-        let Some(chunk) = vm.chunks.get(&handle) else { return INVALID; };
-        if !inside || overlaps || chunk.released || chunk.mapped || chunk.size != size || base % GRANULARITY != 0 {
-            return INVALID;
+        if offset != 0 || flags != 0 || base % GRANULARITY != 0 { return INVALID; }
+        let Some(c) = space().chunk(handle) else { return INVALID; };
+        if c.released || c.mappings > 0 || c.size != size { return INVALID; }
+        match space().map(base, size, 0, handle) {
+            Ok(()) => SUCCESS,
+            Err(dipu_fakekit::vmem::VmError::OutOfMemory(_)) => GENERIC,
+            Err(_) => INVALID,
         }
-        // SAFETY: inside our reservation, over nothing mapped; the chunk's file is `size` long.
-        let at = unsafe {
-            libc::mmap(base as *mut c_void, size, libc::PROT_NONE, libc::MAP_SHARED | libc::MAP_FIXED, chunk.fd, 0)
-        };
-        if at == libc::MAP_FAILED { return GENERIC; }
-        if let Some(c) = vm.chunks.get_mut(&handle) {
-            c.mapped = true;
-        }
-        vm.mappings.insert(base, Mapping { size, handle, accessible: false });
-        SUCCESS
     }
     fn cnMemSetAccess(ptr: u64, size: usize, desc: *const AccessDesc, count: usize) {
         if desc.is_null() || count != 1 { return INVALID; }
@@ -236,45 +173,19 @@ export! { "CNDrv", GENERIC, after;
         let d = unsafe { &*desc };
         // Read-write is 0 in CNDrv (CUDA's 3 is refused).
         if d.access_flags != 0 || d.location.type_ != 1 || (d.location.id as i32) >= config().devices { return INVALID; }
-        let mut vm = vm().lock();
-        let base = ptr as usize;
-        let keys: Vec<usize> = vm.mappings.range(base..base + size).map(|(&k, _)| k).collect();
-        let covered: usize = keys.iter().map(|k| vm.mappings[k].size).sum();
-        if keys.first() != Some(&base) || covered != size { return INVALID; }
-        // SAFETY: our own mapped range.
-        if unsafe { libc::mprotect(base as *mut c_void, size, libc::PROT_READ | libc::PROT_WRITE) } != 0 { return GENERIC; }
-        for k in keys {
-            if let Some(m) = vm.mappings.get_mut(&k) {
-                m.accessible = true;
-            }
-        }
+        if space().set_access(ptr as usize, size, &[(d.location.id as i32, true)]).is_err() { return INVALID; }
         SUCCESS
     }
     fn cnMemUnmap(ptr: u64, size: usize) {
-        let mut vm = vm().lock();
         let base = ptr as usize;
         // A whole mapped range only.
-        let Some(m) = vm.mappings.get(&base) else { return INVALID; };
-        if m.size != size { return INVALID; }
-        // SAFETY: replaces our own mapping by address space without access,
-        // keeping the reservation.
-        let at = unsafe {
-            libc::mmap(base as *mut c_void, size, libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED, -1, 0)
-        };
-        if at == libc::MAP_FAILED { return GENERIC; }
-        let handle = m.handle;
-        vm.mappings.remove(&base);
-        let release = vm.chunks.get_mut(&handle).map(|c| { c.mapped = false; c.released }).unwrap_or(false);
-        if release { drop_chunk(&mut vm, handle); }
+        let Some((len, handle)) = space().mapping(base) else { return INVALID; };
+        if len != size { return INVALID; }
+        let chunk = space().chunk(handle);
+        if space().unmap(base, size).is_err() { return GENERIC; }
+        if let Some(c) = chunk {
+            settle(handle, c.size, c.device);
+        }
         SUCCESS
-    }
-}
-
-fn drop_chunk(vm: &mut Vm, handle: u64) {
-    if let Some(c) = vm.chunks.remove(&handle) {
-        // SAFETY: our own descriptor, closed once.
-        unsafe { libc::close(c.fd) };
-        crate::rt::uncharge(c.device, c.size as u64);
     }
 }
