@@ -1,6 +1,6 @@
 //! Vendor-neutral machinery of the fake vendor libraries (`libcudart`,
-//! `libcuda` and `libnccl` today; `libascendcl`/`libhccl` and
-//! `libcnrt`/`libcncl`/`libcndrv` next), which let a vendor crate run its
+//! `libcuda`, `libnccl`, `libascendcl`/`libhccl` and
+//! `libcnrt`/`libcncl`/`libcndrv`), which let a vendor crate run its
 //! whole path in CI without hardware. A fake is a `cdylib` exporting the
 //! real library's C functions over host memory; this crate gives it:
 //!

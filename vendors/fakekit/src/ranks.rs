@@ -67,6 +67,9 @@ pub struct Outcome {
 pub struct Ranks {
     children: Vec<Option<Child>>,
     dir: PathBuf,
+    /// Names in `/dev/shm` removed when the job is dropped (after a
+    /// failed test, whose ranks are all killed and clean nothing).
+    shm: Option<String>,
 }
 
 impl Ranks {
@@ -98,7 +101,11 @@ impl Ranks {
                 Some(cmd.spawn().expect("start a rank"))
             })
             .collect();
-        Ranks { children, dir }
+        Ranks {
+            children,
+            dir,
+            shm: None,
+        }
     }
 
     /// The folder the ranks share.
@@ -187,10 +194,33 @@ impl Drop for Ranks {
             let _ = c.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(prefix) = &self.shm {
+            for name in shm_left(prefix) {
+                let _ = std::fs::remove_file(Path::new("/dev/shm").join(name));
+            }
+        }
     }
 }
 
 impl Ranks {
+    /// Removes what is left in `/dev/shm` under `prefix` when the job is
+    /// dropped (a test asserts there is nothing before that).
+    pub fn clean_on_drop(&mut self, prefix: &str) {
+        self.shm = Some(prefix.to_owned());
+    }
+
+    /// Waits until `/dev/shm` holds a name starting with `prefix`, up to `limit`.
+    pub fn await_shm(&self, prefix: &str, limit: Duration) {
+        let start = Instant::now();
+        while shm_left(prefix).is_empty() {
+            assert!(
+                start.elapsed() < limit,
+                "nothing of the job in /dev/shm (under {prefix}) within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// What rank 0 published as `name` (after the job).
     pub fn published(&self, name: &str) -> Vec<u8> {
         std::fs::read(self.dir.join(name))

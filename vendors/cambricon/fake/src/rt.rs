@@ -371,9 +371,8 @@ export! { "CNRT", UNKNOWN, after;
         let (Some(n), Some(q)) = (state().notifiers.get(notifier as usize), queue_of(queue)) else {
             return ARGS_INVALID;
         };
-        let generation = n.placed();
-        if generation == 0 { return SUCCESS; }
-        if q.push(Box::new(move || n.wait_for(generation))) { SUCCESS } else { ARGS_INVALID }
+        if !n.placed() { return SUCCESS; }
+        if q.push(n.waiter()) { SUCCESS } else { ARGS_INVALID }
     }
     fn cnrtInvokeHostFunc(queue: *mut c_void, func: Option<unsafe extern "C" fn(*mut c_void)>, data: *mut c_void) {
         let (Some(q), Some(func)) = (queue_of(queue), func) else { return ARGS_INVALID; };
@@ -412,14 +411,14 @@ export! { "CNRT", UNKNOWN, after;
     fn cnrtWaitNotifier(notifier: *mut c_void) {
         if in_host_fn() { return UNKNOWN; }
         let Some(n) = state().notifiers.get(notifier as usize) else { return ARGS_INVALID; };
-        n.wait_for(n.placed());
+        n.wait();
         SUCCESS
     }
     fn cnrtNotifierElapsedTime(start: *mut c_void, end: *mut c_void, ms: *mut f32) {
         let (Some(s), Some(e)) = (state().notifiers.get(start as usize), state().notifiers.get(end as usize)) else {
             return ARGS_INVALID;
         };
-        if !s.timing || !e.timing || s.placed() == 0 || e.placed() == 0 { return ARGS_INVALID; }
+        if !s.timing || !e.timing || !s.placed() || !e.placed() { return ARGS_INVALID; }
         let (Some(a), Some(b)) = (s.time(), e.time()) else { return NOT_READY; };
         let v = if b >= a { (b - a).as_secs_f32() * 1e3 } else { -((a - b).as_secs_f32() * 1e3) };
         if put(ms, v) { SUCCESS } else { ARGS_INVALID }
