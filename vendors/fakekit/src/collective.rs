@@ -544,6 +544,50 @@ mod tests {
     }
 
     #[test]
+    fn an_all_reduce_in_uneven_shares_covers_every_element() {
+        let id = id("shares");
+        let outs: Vec<Vec<u8>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3)
+                .map(|rank| {
+                    let id = id.clone();
+                    s.spawn(move || {
+                        let m = Member::join("test", &id, 3, rank).unwrap();
+                        m.wait_complete(None).unwrap();
+                        let data: Vec<u8> = (0..7).map(|i| i * 10 + rank as u8).collect();
+                        let p = m.post((0, 0), rank, [0; META], &data).unwrap();
+                        let views = m.gather((0, 0), 3, None).unwrap();
+                        let sum = |inputs: &[&[u8]], out: &mut [u8]| {
+                            for (i, o) in out.iter_mut().enumerate() {
+                                *o = inputs.iter().map(|x| x[i]).sum();
+                            }
+                        };
+                        let out = m.all_reduce_shares((2, 0), &views, 1, sum, None).unwrap();
+                        m.finish(p, 3, None).unwrap();
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let want: Vec<u8> = (0..7).map(|i| 30 * i + 3).collect();
+        assert_eq!(outs, vec![want; 3]);
+    }
+
+    #[test]
+    fn a_rank_that_left_fails_later_waits_for_posts_only() {
+        let id = id("left");
+        let a = Member::join("test", &id, 2, 0).unwrap();
+        let b = Member::join("test", &id, 2, 1).unwrap();
+        let p = a.post((0, 0), 0, [0; META], b"x").unwrap();
+        let v = b.read((0, 0), 0, None).unwrap();
+        assert_eq!(v.data(), b"x");
+        b.leave();
+        // Its read was counted: a's wait for it still succeeds.
+        a.finish(p, 1, None).unwrap();
+        assert_eq!(a.read((0, 1), 1, None).unwrap_err(), Failure::Left(1));
+    }
+
+    #[test]
     fn an_abort_ends_every_wait() {
         let id = id("abort");
         let a = Member::join("test", &id, 2, 0).unwrap();
