@@ -14,6 +14,7 @@
 //! - [`thread`]: the per-thread current device and the fork detector;
 //! - [`handles`]: opaque, never-null handles for objects;
 //! - [`vmem`]: virtual memory over `memfd` and `mmap` with per-device access;
+//! - [`reduce`]: the float32 reduction fast path;
 //! - [`ranks`]: a test harness running ranks as processes;
 //! - [`collective`]: communicators whose ranks are processes (or threads),
 //!   meeting in shared memory named by the unique id.
@@ -26,6 +27,7 @@ pub mod handles;
 pub mod host;
 mod names;
 pub mod ranks;
+pub mod reduce;
 mod shm;
 pub mod stream;
 pub mod thread;

@@ -1,5 +1,6 @@
 //! Element-wise reductions of HCCL's types on host memory.
 
+use dipu_fakekit::reduce::{fold_f32, Fold};
 use half::{bf16, f16};
 
 /// An HCCL operator (`HCCL_REDUCE_*`).
@@ -69,6 +70,15 @@ macro_rules! fold {
 
 /// `acc = acc op src`, element-wise, for `dtype` (integers wrap).
 pub(crate) fn combine(dtype: i32, op: Op, acc: &mut [u8], src: &[u8]) {
+    let fold = match op {
+        Op::Sum => Fold::Sum,
+        Op::Prod => Fold::Prod,
+        Op::Max => Fold::Max,
+        Op::Min => Fold::Min,
+    };
+    if dtype == 4 && fold_f32(fold, acc, src) {
+        return;
+    }
     match dtype {
         0 => fold!(W<i8>, acc, src, op),
         1 => fold!(W<i16>, acc, src, op),

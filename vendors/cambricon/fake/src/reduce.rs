@@ -1,5 +1,6 @@
 //! CNCL's data types and reductions over byte buffers.
 
+use dipu_fakekit::reduce::{fold_f32, Fold};
 use half::{bf16, f16};
 
 /// Bytes per element of a `cnclDataType_t`; `None` for a type CNCL lacks
@@ -53,6 +54,10 @@ macro_rules! float_op {
 pub(crate) fn combine(dtype: i32, op: i32, acc: &mut [u8], other: &[u8]) -> bool {
     if !(0..=3).contains(&op) {
         return false;
+    }
+    let fold = [Fold::Sum, Fold::Prod, Fold::Max, Fold::Min][op as usize];
+    if dtype == 0x12 && fold_f32(fold, acc, other) {
+        return true;
     }
     match dtype {
         0x10 => combine!(f16, acc, other, float_op!(f16, op)),
