@@ -273,16 +273,14 @@ impl Member {
         })
     }
 
-    /// The first rank that left.
-    fn left_peer(&self) -> Option<usize> {
-        (0..self.nranks).find(|&r| self.control().pids[r].load(Ordering::Acquire) == LEFT)
+    /// Whether `rank` left.
+    fn has_left(&self, rank: usize) -> bool {
+        self.control().pids[rank].load(Ordering::Acquire) == LEFT
     }
 
     /// Leaves the communicator for good (its other ranks carry on): a
-    /// later wait of theirs for a post fails with [`Failure::Left`]
-    /// instead of waiting for one that will never come. (A rank leaves
-    /// after its last meeting, which every party had posted to by then, so
-    /// no earlier meeting fails.)
+    /// later wait of theirs for a post of this rank fails with
+    /// [`Failure::Left`] instead of waiting for one that will never come.
     pub fn leave(&self) {
         self.control().pids[self.rank].store(LEFT, Ordering::Release);
     }
@@ -294,14 +292,14 @@ impl Member {
         limit: Option<Duration>,
         ready: impl FnMut() -> Option<T>,
     ) -> Result<T, Failure> {
-        self.wait_for(false, limit, ready)
+        self.wait_for(None, limit, ready)
     }
 
-    /// [`Member::wait`], also failing (if `posts`, a wait for a post) when
-    /// a rank left.
+    /// [`Member::wait`], also failing when rank `poster` (whose post this
+    /// waits for) left.
     fn wait_for<T>(
         &self,
-        posts: bool,
+        poster: Option<usize>,
         limit: Option<Duration>,
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T, Failure> {
@@ -322,7 +320,7 @@ impl Member {
                     self.abort_for(r);
                     return Err(self.aborted().unwrap_or(Failure::PeerExited(r)));
                 }
-                if let Some(r) = self.left_peer().filter(|_| posts) {
+                if let Some(r) = poster.filter(|&r| r < self.nranks && self.has_left(r)) {
                     return Err(Failure::Left(r));
                 }
             }
@@ -380,11 +378,17 @@ impl Member {
         }
     }
 
-    /// Waits (at most `limit`) until party `index` of meeting `key` has
-    /// posted; what it posted (the poster counts this read).
-    pub fn read(&self, key: Key, index: usize, limit: Option<Duration>) -> Result<View, Failure> {
+    /// Waits (at most `limit`) until party `index` of meeting `key`, rank
+    /// `poster`, has posted; what it posted (the poster counts this read).
+    pub fn read(
+        &self,
+        key: Key,
+        index: usize,
+        poster: usize,
+        limit: Option<Duration>,
+    ) -> Result<View, Failure> {
         let path = self.path(key, index);
-        let file: File = self.wait_for(true, limit, || {
+        let file: File = self.wait_for(Some(poster), limit, || {
             OpenOptions::new().read(true).write(true).open(&path).ok()
         })?;
         let len = file.metadata().map_err(|_| Failure::System)?.len() as usize;
@@ -395,14 +399,26 @@ impl Member {
     }
 
     /// Waits (at most `limit`) until every party of meeting `key` (there
-    /// are `parties`) has posted; what each posted.
+    /// are `parties`, party i being rank i) has posted; what each posted.
     pub fn gather(
         &self,
         key: Key,
         parties: usize,
         limit: Option<Duration>,
     ) -> Result<Vec<View>, Failure> {
-        (0..parties).map(|i| self.read(key, i, limit)).collect()
+        (0..parties).map(|i| self.read(key, i, i, limit)).collect()
+    }
+
+    /// [`Member::gather`] for a meeting whose party i is rank `posters[i]`.
+    pub fn gather_from(
+        &self,
+        key: Key,
+        posters: &[usize],
+        limit: Option<Duration>,
+    ) -> Result<Vec<View>, Failure> {
+        (0..posters.len())
+            .map(|i| self.read(key, i, posters[i], limit))
+            .collect()
     }
 
     /// Waits (at most `limit`) until `readers` parties have read `posted`,

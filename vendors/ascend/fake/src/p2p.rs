@@ -57,7 +57,11 @@ fn exchange(c: &Comm, items: &[Item]) -> R {
     for it in items.iter().filter(|it| it.send_recv_type == 1) {
         let bytes = it.count as usize * size_of(it.data_type).unwrap_or(1);
         let key = next_message(c, it.remote_rank, c.rank);
-        let m = c.member.read(key, 0, limit).map_err(|f| c.failed(f))?;
+        let sender = it.remote_rank as usize;
+        let m = c
+            .member
+            .read(key, 0, sender, limit)
+            .map_err(|f| c.failed(f))?;
         let sent = m.data();
         let copied = sent.len().min(bytes);
         // SAFETY: the sender's message (mapped) into our buffer of `bytes`.

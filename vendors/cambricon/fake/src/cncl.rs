@@ -221,7 +221,7 @@ fn point_to_point(comm: &Comm, ops: &[P2p]) -> bool {
     let mut ok = true;
     for op in ops.iter().filter(|o| !o.send) {
         let key = next_message(comm, op.peer, comm.rank);
-        let Ok(msg) = m.read(key, 0, limit) else {
+        let Ok(msg) = m.read(key, 0, op.peer, limit) else {
             return false;
         };
         let sent = msg.data();

@@ -69,6 +69,9 @@ enum Op {
 struct Launch {
     rank: Arc<Rank>,
     key: Key,
+    /// The rank of each party (a collective's party i is rank i; a
+    /// send/receive's are the sender and the receiver).
+    posters: Vec<usize>,
     parties: usize,
     index: usize,
     op: Op,
@@ -175,7 +178,7 @@ fn execute(launches: Vec<Launch>) {
         let result = l
             .rank
             .comm
-            .gather(l.key, l.parties, None)
+            .gather_from(l.key, &l.posters, None)
             .and_then(|views| match l.op {
                 Op::AllReduce(op) => all_reduce(l, op, &views).map(Some),
                 _ => Ok(compute(l, &views)),
@@ -286,7 +289,7 @@ fn launch(
         let f = fake();
         f.queue(stream)
             .map_err(|_| invalid(format!("{name}: invalid stream {stream:p}")))?;
-        let (key, parties, index) = match (op, peer) {
+        let (key, posters, index) = match (op, peer) {
             (Op::Send | Op::Recv, Some(peer)) => {
                 let peer = usize::try_from(peer)
                     .ok()
@@ -304,20 +307,21 @@ fn launch(
                 *n += 1;
                 (
                     (1 + (pair.0 * 65536 + pair.1) as u64, *n),
-                    2,
+                    vec![pair.0, pair.1],
                     usize::from(matches!(op, Op::Recv)),
                 )
             }
             _ => (
                 (0, rank.seq.fetch_add(1, Ordering::AcqRel)),
-                nranks,
+                (0..nranks).collect(),
                 rank.rank,
             ),
         };
         let l = Launch {
             rank: Arc::clone(&rank),
             key,
-            parties,
+            parties: posters.len(),
+            posters,
             index,
             op,
             send: send as usize,

@@ -104,12 +104,12 @@ fn a_rank_that_left_fails_later_waits_for_posts_only() {
     let a = Member::join("test", &id, 2, 0).unwrap();
     let b = Member::join("test", &id, 2, 1).unwrap();
     let p = a.post((0, 0), 0, [0; META], b"x").unwrap();
-    let v = b.read((0, 0), 0, None).unwrap();
+    let v = b.read((0, 0), 0, 0, None).unwrap();
     assert_eq!(v.data(), b"x");
     b.leave();
     // Its read was counted: a's wait for it still succeeds.
     a.finish(p, 1, None).unwrap();
-    assert_eq!(a.read((0, 1), 1, None).unwrap_err(), Failure::Left(1));
+    assert_eq!(a.read((0, 1), 1, 1, None).unwrap_err(), Failure::Left(1));
 }
 
 #[test]
@@ -119,6 +119,6 @@ fn an_abort_ends_every_wait() {
     let b = Member::join("test", &id, 2, 1).unwrap();
     let p = a.post((0, 0), 0, [0; META], b"x").unwrap();
     b.abort();
-    assert_eq!(a.read((0, 0), 1, None).unwrap_err(), Failure::Aborted);
+    assert_eq!(a.read((0, 0), 1, 1, None).unwrap_err(), Failure::Aborted);
     assert_eq!(a.finish(p, 2, None), Err(Failure::Aborted));
 }
