@@ -19,6 +19,7 @@ mod api;
 mod error;
 pub mod loader;
 mod methods;
+pub mod observe;
 pub mod plugin;
 mod traced;
 mod types;

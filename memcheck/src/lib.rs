@@ -110,13 +110,15 @@ impl MemCheck {
     /// not known to it. Thread-safe.
     pub fn enable(backtraces: bool) {
         BACKTRACES.store(backtraces, Ordering::Relaxed);
-        ENABLED.store(true, Ordering::Relaxed);
+        let was_on = ENABLED.swap(true, Ordering::Relaxed);
+        dipu_deviceapi::observe::switched_global(was_on, true);
         state::register_at_exit();
     }
 
     /// Switches the checker off; the records stay (see [`MemCheck::clear`]).
     pub fn disable() {
-        ENABLED.store(false, Ordering::Relaxed);
+        let was_on = ENABLED.swap(false, Ordering::Relaxed);
+        dipu_deviceapi::observe::switched_global(was_on, false);
     }
 
     /// Forgets every record, recent free and bad free.

@@ -77,12 +77,14 @@ pub(crate) fn flush_all() {
 
 /// Starts recording (keeping what the ring holds).
 pub fn start() {
-    ENABLED.store(true, Ordering::Relaxed);
+    let was_on = ENABLED.swap(true, Ordering::Relaxed);
+    dipu_deviceapi::observe::switched_global(was_on, true);
 }
 
 /// Stops recording; the ring keeps its events for [`crate::dump`].
 pub fn stop() {
-    ENABLED.store(false, Ordering::Relaxed);
+    let was_on = ENABLED.swap(false, Ordering::Relaxed);
+    dipu_deviceapi::observe::switched_global(was_on, false);
 }
 
 /// Forgets every recorded event.

@@ -78,11 +78,12 @@ impl Runtime {
     }
 
     /// Whether something must see every allocate and free (the memory
-    /// checker, the runtime trace or the memory history), so that the hit
-    /// paths, which bypass them, step aside.
+    /// checker, the runtime trace or this runtime's memory history), so
+    /// that the hit paths, which bypass them, step aside: one load of the
+    /// flag they keep ([`dipu_deviceapi::observe`]).
     #[inline(always)]
     fn observed(&self) -> bool {
-        dipu_memcheck::enabled() || dipu_profiler::enabled() || self.history.max_entries() > 0
+        !cfg!(feature = "observers-compiled-out") && self.observers.any_on()
     }
 
     /// [`Runtime::allocate_raw`] with the memory checker's branch compiled
@@ -105,10 +106,19 @@ impl Runtime {
             .allocators
             .get(stream.device())?
             .allocate(bytes, stream)?;
-        if CHECK && dipu_profiler::enabled() {
-            crate::trace::allocate(&alloc);
+        if CHECK && self.observed() {
+            self.observe_allocate(&alloc);
         }
-        if CHECK && dipu_memcheck::enabled() {
+        Ok(alloc)
+    }
+
+    /// Tells the trace and the memory checker, those that are on, of `alloc`.
+    #[cold]
+    fn observe_allocate(&self, alloc: &Allocation) {
+        if dipu_profiler::enabled() {
+            crate::trace::allocate(alloc);
+        }
+        if dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(
                 alloc.ptr as usize,
                 alloc.size,
@@ -116,7 +126,6 @@ impl Runtime {
                 Some(alloc.stream.id()),
             );
         }
-        Ok(alloc)
     }
 
     /// At least `bytes` of pinned host memory, zero-filled (zero bytes: an

@@ -51,6 +51,9 @@ pub struct Runtime {
     pub(crate) guards: crate::guard::GuardList,
     /// The memory history of the device allocators (`crate::history`).
     pub(crate) history: Arc<dipu_allocator::history::History>,
+    /// Whether an observer of allocations (the memory checker, the trace,
+    /// this runtime's memory history) is on: what the hit paths load.
+    pub(crate) observers: Arc<dipu_deviceapi::observe::Flag>,
 }
 
 impl fmt::Debug for Runtime {
@@ -106,6 +109,7 @@ impl Runtime {
             guard_sizes,
             quarantine,
             guards,
+            observers: Arc::clone(history.observers()),
             history,
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
@@ -271,11 +275,13 @@ impl Runtime {
         if ptr.is_null() {
             return Ok(());
         }
-        if CHECK && dipu_profiler::enabled() {
-            crate::trace::free(device, ptr);
-        }
-        if CHECK && dipu_memcheck::enabled() {
-            return self.free_raw_checked(alloc, device, ptr);
+        if CHECK && self.observers.any_on() {
+            if dipu_profiler::enabled() {
+                crate::trace::free(device, ptr);
+            }
+            if dipu_memcheck::enabled() {
+                return self.free_raw_checked(alloc, device, ptr);
+            }
         }
         alloc
             .free(ptr)

@@ -14,6 +14,7 @@ mod pickle;
 mod stacks;
 mod traced;
 
+use dipu_deviceapi::observe::Flag;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -45,6 +46,9 @@ pub struct History {
     /// Microseconds since the Unix epoch at `start`.
     epoch_us: u64,
     start: Instant,
+    /// The observer flag of the allocators this history records: on
+    /// while it records.
+    observers: Arc<Flag>,
 }
 
 impl std::fmt::Debug for History {
@@ -92,7 +96,14 @@ impl History {
             logs: Mutex::new(Vec::new()),
             epoch_us,
             start: Instant::now(),
+            observers: Flag::new(),
         })
+    }
+
+    /// The "an observer is on" flag of the allocators this history
+    /// records (on while it records, or while a process-wide observer is).
+    pub fn observers(&self) -> &Arc<Flag> {
+        &self.observers
     }
 
     /// A history set by `DIPU_MEM_HISTORY` and `DIPU_MEM_HISTORY_STACKS`;
@@ -137,7 +148,8 @@ impl History {
             }
         }
         self.stacks.store(stacks, Ordering::Relaxed);
-        self.max_entries.store(max_entries, Ordering::Release);
+        let before = self.max_entries.swap(max_entries, Ordering::AcqRel);
+        self.observers.switched(before > 0, max_entries > 0);
     }
 
     /// Events kept per device (0: off).
