@@ -31,7 +31,8 @@ impl Runtime {
     /// each device from now on (0 stops), with short stacks when `stacks`.
     /// `DIPU_MEM_HISTORY` and `DIPU_MEM_HISTORY_STACKS` set it at start.
     pub fn record_memory_history(&self, max_entries: usize, stacks: bool) {
-        self.history.record(max_entries, stacks);
+        let before = self.history.record(max_entries, stacks);
+        self.observers.switched(before > 0, max_entries > 0);
     }
 
     /// Every device's segments and blocks now, with the recorded events.

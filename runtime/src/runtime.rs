@@ -1,5 +1,6 @@
 //! `Runtime`: one vendor with its device context, allocators and generators.
 
+use dipu_deviceapi::observe::{Flag, Observed};
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
@@ -53,7 +54,13 @@ pub struct Runtime {
     pub(crate) history: Arc<dipu_allocator::history::History>,
     /// Whether an observer of allocations (the memory checker, the trace,
     /// this runtime's memory history) is on: what the hit paths load.
-    pub(crate) observers: Arc<dipu_deviceapi::observe::Flag>,
+    pub(crate) observers: Flag,
+}
+
+impl Observed for Runtime {
+    fn observer_flag(&self) -> &Flag {
+        &self.observers
+    }
 }
 
 impl fmt::Debug for Runtime {
@@ -103,13 +110,16 @@ impl Runtime {
             segments,
             guard_wrap,
         ));
-        Ok(Arc::new(Runtime {
+        // Set by `DIPU_MEM_HISTORY`, the history may record already.
+        let observers = Flag::default();
+        observers.switched(false, history.max_entries() > 0);
+        let rt = Arc::new(Runtime {
             spec: o.vendor,
             allocators,
             guard_sizes,
             quarantine,
             guards,
-            observers: Arc::clone(history.observers()),
+            observers,
             history,
             alloc_conf: o.alloc_conf,
             host: HostAllocator::new(ctx, o.host_algorithm),
@@ -118,7 +128,10 @@ impl Runtime {
             host_baselines: Baselines::default(),
             vendor,
             ctx,
-        }))
+        });
+        let holder: Arc<dyn Observed> = rt.clone();
+        dipu_deviceapi::observe::register(&holder);
+        Ok(rt)
     }
 
     // ---- the vendor ----

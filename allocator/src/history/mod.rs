@@ -14,7 +14,6 @@ mod pickle;
 mod stacks;
 mod traced;
 
-use dipu_deviceapi::observe::Flag;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,9 +45,6 @@ pub struct History {
     /// Microseconds since the Unix epoch at `start`.
     epoch_us: u64,
     start: Instant,
-    /// The observer flag of the allocators this history records: on
-    /// while it records.
-    observers: Arc<Flag>,
 }
 
 impl std::fmt::Debug for History {
@@ -96,14 +92,7 @@ impl History {
             logs: Mutex::new(Vec::new()),
             epoch_us,
             start: Instant::now(),
-            observers: Flag::new(),
         })
-    }
-
-    /// The "an observer is on" flag of the allocators this history
-    /// records (on while it records, or while a process-wide observer is).
-    pub fn observers(&self) -> &Arc<Flag> {
-        &self.observers
     }
 
     /// A history set by `DIPU_MEM_HISTORY` and `DIPU_MEM_HISTORY_STACKS`;
@@ -127,14 +116,15 @@ impl History {
             },
             Err(_) => false,
         };
-        history.record(max, stacks);
+        let _ = history.record(max, stacks);
         Ok(history)
     }
 
     /// Records the last `max_entries` events of each device from now on,
     /// with stacks when `stacks`; 0 stops recording (what was recorded is
     /// kept for snapshots). A smaller `max_entries` drops the oldest.
-    pub fn record(&self, max_entries: usize, stacks: bool) {
+    /// Returns the `max_entries` it replaced.
+    pub fn record(&self, max_entries: usize, stacks: bool) -> usize {
         let was_on = self.max_entries() > 0;
         for log in self.logs.lock().iter() {
             let mut st = log.state.lock();
@@ -148,8 +138,7 @@ impl History {
             }
         }
         self.stacks.store(stacks, Ordering::Relaxed);
-        let before = self.max_entries.swap(max_entries, Ordering::AcqRel);
-        self.observers.switched(before > 0, max_entries > 0);
+        self.max_entries.swap(max_entries, Ordering::AcqRel)
     }
 
     /// Events kept per device (0: off).
