@@ -122,3 +122,35 @@ fn an_abort_ends_every_wait() {
     assert_eq!(a.read((0, 0), 1, 1, None).unwrap_err(), Failure::Aborted);
     assert_eq!(a.finish(p, 2, None), Err(Failure::Aborted));
 }
+
+#[test]
+fn a_peer_process_that_exited_fails_waits_and_cleans_up() {
+    let id = id("dead");
+    let m = Member::join("test", &id, 2, 0).unwrap();
+    // Rank 1 is another process, killed and left a zombie (not reaped):
+    // it counts as gone.
+    let mut peer = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    m.control().pids[1].store(peer.id(), Ordering::Release);
+    m.control().joined.fetch_add(1, Ordering::AcqRel);
+    assert!(m.complete());
+    let p = m.post((0, 0), 0, [0; META], b"mine").unwrap();
+    peer.kill().unwrap();
+    let start = Instant::now();
+    assert_eq!(
+        m.read((0, 0), 1, 1, None).unwrap_err(),
+        Failure::PeerExited(1)
+    );
+    assert!(start.elapsed() < Duration::from_secs(5), "noticed late");
+    assert_eq!(m.finish(p, 2, None), Err(Failure::PeerExited(1)));
+    let _ = peer.wait();
+    let prefix = shm_prefix("test", &id);
+    let left: Vec<_> = std::fs::read_dir(DIR)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "left in /dev/shm: {left:?}");
+}
