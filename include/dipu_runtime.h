@@ -1773,6 +1773,28 @@ dipu_status dipu_stream_default(int32_t device, dipu_stream *out);
 // `out` must be NULL or valid for writing a dipu_stream.
 dipu_status dipu_stream_from_pool(int32_t device, int32_t high_priority, dipu_stream *out);
 
+// Stores `device`'s stream for `raw`, a vendor stream handle made outside
+// dipu-rs (e.g. a cudaStream_t from another library), in `*out`: work
+// queued on it runs on that handle, and the same handle always gives the
+// same stream. dipu-rs never destroys the handle: its maker keeps it
+// alive while it is used. Errors: DIPU_STATUS_INVALID_DEVICE,
+// DIPU_STATUS_INVALID_ARGUMENT for a NULL `out` or a 0 `raw` (the
+// default stream: use dipu_stream_default). Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a dipu_stream; `raw` must be a
+// live stream handle of the current vendor on `device`.
+dipu_status dipu_stream_from_raw(int32_t device, uint64_t raw, dipu_stream *out);
+
+// Stores the stream priorities of `device`'s vendor in `*least` (the
+// default priority, usually 0) and `*greatest` (the most urgent: the
+// smallest number, e.g. -5). Errors: DIPU_STATUS_INVALID_DEVICE,
+// DIPU_STATUS_INVALID_ARGUMENT for a NULL pointer. Thread-safe.
+//
+// # Safety
+// `least` and `greatest` must be NULL or valid for writing an int32_t.
+dipu_status dipu_stream_priority_range(int32_t device, int32_t *least, int32_t *greatest);
+
 // Creates a new stream of `device` with `priority` (0 normal, negative
 // more urgent; clamped to the vendor's range) and stores it in `*out`. It
 // lives until the process ends: prefer dipu_stream_from_pool.

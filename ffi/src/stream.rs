@@ -112,6 +112,58 @@ pub unsafe extern "C" fn dipu_stream_from_pool(
     })
 }
 
+/// Stores `device`'s stream for `raw`, a vendor stream handle made outside
+/// dipu-rs (e.g. a cudaStream_t from another library), in `*out`: work
+/// queued on it runs on that handle, and the same handle always gives the
+/// same stream. dipu-rs never destroys the handle: its maker keeps it
+/// alive while it is used. Errors: DIPU_STATUS_INVALID_DEVICE,
+/// DIPU_STATUS_INVALID_ARGUMENT for a NULL `out` or a 0 `raw` (the
+/// default stream: use dipu_stream_default). Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a dipu_stream; `raw` must be a
+/// live stream handle of the current vendor on `device`.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_stream_from_raw(
+    device: i32,
+    raw: u64,
+    out: *mut dipu_stream,
+) -> dipu_status {
+    ffi_boundary!("dipu_stream_from_raw", {
+        // SAFETY: forwarded caller's contract.
+        unsafe { stream_out(out, |rt| rt.context().external_stream(device, raw)) }
+    })
+}
+
+/// Stores the stream priorities of `device`'s vendor in `*least` (the
+/// default priority, usually 0) and `*greatest` (the most urgent: the
+/// smallest number, e.g. -5). Errors: DIPU_STATUS_INVALID_DEVICE,
+/// DIPU_STATUS_INVALID_ARGUMENT for a NULL pointer. Thread-safe.
+///
+/// # Safety
+/// `least` and `greatest` must be NULL or valid for writing an int32_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_stream_priority_range(
+    device: i32,
+    least: *mut i32,
+    greatest: *mut i32,
+) -> dipu_status {
+    ffi_boundary!("dipu_stream_priority_range", {
+        non_null(least, "least")?;
+        non_null(greatest, "greatest")?;
+        let rt = dipu_runtime::get()?;
+        let ctx = rt.context();
+        // A bad device is an error, as for every per-device call.
+        ctx.default_stream(device)?;
+        let range = ctx.api().stream_priority_range()?;
+        // SAFETY: forwarded caller's contract.
+        unsafe {
+            write_out(least, "least", range.least)?;
+            write_out(greatest, "greatest", range.greatest)
+        }
+    })
+}
+
 /// Creates a new stream of `device` with `priority` (0 normal, negative
 /// more urgent; clamped to the vendor's range) and stores it in `*out`. It
 /// lives until the process ends: prefer dipu_stream_from_pool.

@@ -165,6 +165,38 @@ impl DeviceContext {
         })
     }
 
+    /// `device`'s stream for `raw`, a vendor stream handle made outside
+    /// dipu-rs (e.g. by a library the framework calls), so work can be
+    /// queued on it: the same stream for the same handle. The handle stays
+    /// its maker's (dipu-rs never destroys it) and must outlive its use.
+    /// `InvalidArgument` for the null handle (the default stream has its
+    /// own call).
+    pub fn external_stream(&'static self, device: i32, raw: u64) -> Result<Stream> {
+        let slot = self.check_device(device)?;
+        if raw == 0 {
+            return Err(Error::invalid_argument(
+                "an external stream handle is 0 (the default stream: use default_stream)",
+            ));
+        }
+        let raw = StreamHandle::from_raw(raw);
+        let index = {
+            let mut created = self.devices[slot].created.lock();
+            match created.iter().position(|h| *h == raw) {
+                Some(i) => i as u32,
+                None => {
+                    created.push(raw);
+                    created.len() as u32 - 1
+                }
+            }
+        };
+        Ok(Stream {
+            ctx: self,
+            device,
+            id: StreamId::new(StreamKind::Created, index),
+            raw,
+        })
+    }
+
     /// The stream of `device` whose id is `id` (its [`StreamId::as_u32`])
     /// and whose vendor handle is `raw`, if this context handed it out
     /// (`None` for a made-up, corrupted or foreign value); `InvalidDevice`

@@ -48,9 +48,12 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return to_c10(s);
   }
 
+  // torch.Stream(device="dipu") and every other "new" stream come from
+  // the runtime's pools, as CUDA's do: any number of them holds at most
+  // 32 normal and 32 high-priority vendor streams per device.
   c10::Stream getNewStream(c10::Device d, int priority) const override {
     dipu_stream s{};
-    DIPU_CHECK(dipu_stream_create(device_index(d), priority, &s));
+    DIPU_CHECK(dipu_stream_from_pool(device_index(d), priority < 0 ? 1 : 0, &s));
     return to_c10(s);
   }
 

@@ -1,6 +1,7 @@
 // torch_dipu._C: the Python side's view of the runtime (the one unit with
 // pybind11). Everything else registers itself when the library loads.
 #include <ATen/core/CachingHostAllocator.h>
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
@@ -95,6 +96,13 @@ int32_t stream_priority(int32_t device, int64_t id) {
   return p;
 }
 
+// The c10::Event inside a torch.Event (or a subclass: torch.dipu.Event).
+const c10::Event& event_of(py::handle obj, const char* what) {
+  TORCH_CHECK_TYPE(THPEvent_Check(obj.ptr()), what, " must be a torch.Event, got ",
+                   py::str(py::type::of(obj)).cast<std::string>());
+  return reinterpret_cast<THPEvent*>(obj.ptr())->event;
+}
+
 }  // namespace
 }  // namespace torch_dipu
 
@@ -151,6 +159,26 @@ PYBIND11_MODULE(_C, m) {
           at::getHostAllocator(kDipu)->reset_accumulated_stats();
         }));
   m.def("_stream_priority", torch::wrap_pybind_function(stream_priority));
+  m.def("_stream_priority_range", torch::wrap_pybind_function([](int32_t device) {
+          int32_t least = 0, greatest = 0;
+          DIPU_CHECK(dipu_stream_priority_range(device, &least, &greatest));
+          return py::make_tuple(least, greatest);
+        }));
+  m.def("_stream_from_raw", torch::wrap_pybind_function([](int32_t device, uint64_t raw) {
+          dipu_stream s{};
+          DIPU_CHECK(dipu_stream_from_raw(device, raw, &s));
+          return py::make_tuple(static_cast<int64_t>(s.id), s.device);
+        }));
+  m.def("_stream_raw", torch::wrap_pybind_function([](int32_t device, int64_t id) {
+          TORCH_CHECK(id >= 0 && id <= static_cast<int64_t>(UINT32_MAX), "bad dipu stream id ", id);
+          dipu_stream s{};
+          DIPU_CHECK(dipu_stream_from_id(device, static_cast<uint32_t>(id), &s));
+          return s.raw;
+        }));
+  m.def("_event_elapsed_time", torch::wrap_pybind_function([](py::handle start, py::handle end) {
+          return static_cast<double>(
+              event_of(start, "start").elapsedTime(event_of(end, "end")));
+        }));
   m.def("_pool_stream", torch::wrap_pybind_function([](int32_t device, bool high) {
           dipu_stream s{};
           DIPU_CHECK(dipu_stream_from_pool(device, high ? 1 : 0, &s));

@@ -91,6 +91,30 @@ int main(void) {
   EXPECT(dipu_generator_set_offset(0, 3) == DIPU_STATUS_INVALID_ARGUMENT);
   EXPECT(dipu_generator_get_offset(0, NULL) == DIPU_STATUS_INVALID_ARGUMENT);
 
+  /* Stream priorities, and a stream for a vendor handle made elsewhere
+   * (here: a created stream's handle, as another library would pass it). */
+  int32_t least = 1, greatest = 1;
+  CHECK(dipu_stream_priority_range(0, &least, &greatest));
+  EXPECT(least == 0 && greatest <= least);
+  EXPECT(dipu_stream_priority_range(99, &least, &greatest) == DIPU_STATUS_INVALID_DEVICE);
+  EXPECT(dipu_stream_priority_range(0, NULL, &greatest) == DIPU_STATUS_INVALID_ARGUMENT);
+  dipu_stream made, ext, again;
+  CHECK(dipu_stream_create(0, 0, &made));
+  CHECK(dipu_stream_from_raw(0, made.raw, &ext));
+  EXPECT(ext.raw == made.raw && ext.id == made.id && ext.device == 0);
+  CHECK(dipu_stream_from_raw(0, made.raw, &again));
+  EXPECT(again.id == ext.id);
+  void *buf = NULL;
+  CHECK(dipu_malloc(16, ext, &buf));
+  CHECK(dipu_memset_async(buf, 5, 16, ext));
+  CHECK(dipu_stream_synchronize(ext));
+  unsigned char host[16];
+  CHECK(dipu_memcpy(host, buf, 16, DIPU_COPY_DEVICE_TO_HOST));
+  EXPECT(host[0] == 5 && host[15] == 5);
+  CHECK(dipu_free(buf));
+  EXPECT(dipu_stream_from_raw(0, 0, &ext) == DIPU_STATUS_INVALID_ARGUMENT);
+  EXPECT(dipu_stream_from_raw(99, made.raw, &ext) == DIPU_STATUS_INVALID_DEVICE);
+
   CHECK(dipu_shutdown(NULL));
   printf("framework ok\n");
   return 0;

@@ -36,7 +36,7 @@ from .random import (  # noqa: F401
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
+from .streams import Event, ExternalStream, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 from ._utils import _device_index, _device_t, current_device  # noqa: F401
 
@@ -171,6 +171,7 @@ def is_bf16_supported() -> bool:
 
 __all__ = [
     "Event",
+    "ExternalStream",
     "amp",
     "get_amp_supported_dtype",
     "Stream",

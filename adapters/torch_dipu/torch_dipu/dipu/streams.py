@@ -32,6 +32,17 @@ class Stream(torch.Stream):
         """The stream's priority."""
         return _C._stream_priority(self.device_index, self.stream_id)
 
+    @staticmethod
+    def priority_range(device: _device_t = None) -> tuple:
+        """(least, greatest) priority of the vendor's streams: the default
+        (usually 0) and the most urgent (the smallest number)."""
+        return _C._stream_priority_range(_device_index(device))
+
+    @property
+    def dipu_stream(self) -> int:
+        """The vendor's handle of this stream (0 for the default stream)."""
+        return _C._stream_raw(self.device_index, self.stream_id)
+
     def wait_event(self, event: "Event") -> None:
         """Later work on this stream waits for `event`."""
         event.wait(self)
@@ -50,37 +61,42 @@ class Stream(torch.Stream):
         return f"<torch.dipu.Stream device=dipu:{self.device_index} id={self.stream_id:#x}>"
 
 
-class Event:
-    """A dipu event; `enable_timing=True` for elapsed_time. It holds a
-    torch.Event (torch's C methods accept only that exact type)."""
+class ExternalStream(Stream):
+    """A dipu stream for a vendor stream handle made outside dipu-rs
+    (e.g. a cudaStream_t of another library, as an int). dipu-rs never
+    destroys it: keep it alive while it is used."""
+
+    def __new__(cls, stream_ptr: int, device: _device_t = None, **kwargs):
+        stream_id, index = _C._stream_from_raw(_device_index(device), int(stream_ptr))
+        return torch.Stream.__new__(cls, stream_id=stream_id, device_index=index, device_type=_PRIVATE_USE1)
+
+
+class Event(torch.Event):
+    """A dipu event (a torch.Event on dipu, as torch.cuda.Event is one on
+    CUDA); `enable_timing=True` for elapsed_time."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(
+            cls, device="dipu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+        )
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        self.event = torch.Event(
-            device="dipu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
-        )
+        super().__init__()
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
         """Captures the work queued on `stream` (the current one if None)."""
-        self.event.record(stream if stream is not None else current_stream())
+        super().record(stream if stream is not None else current_stream())
 
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
         """Makes later work on `stream` (the current one if None) wait for this event."""
-        self.event.wait(stream if stream is not None else current_stream())
+        super().wait(stream if stream is not None else current_stream())
 
-    def query(self) -> bool:
-        """Whether the captured work is done."""
-        return self.event.query()
-
-    def synchronize(self) -> None:
-        """Waits on the host for the captured work."""
-        self.event.synchronize()
-
-    def elapsed_time(self, end: "Event") -> float:
+    def elapsed_time(self, end: torch.Event) -> float:
         """Milliseconds from this event to `end` (both timing events, recorded and done)."""
-        return self.event.elapsed_time(end.event if isinstance(end, Event) else end)
+        return _C._event_elapsed_time(self, end)
 
     def __repr__(self):
-        return f"<torch.dipu.Event {self.event!r}>"
+        return f"<torch.dipu.Event device={self.device} event_id={self.event_id:#x}>"
 
 
 def _wrap(s: torch.Stream) -> Stream:
