@@ -114,6 +114,7 @@ impl Runtime {
 
     /// Tells the trace and the memory checker, those that are on, of `alloc`.
     #[cold]
+    #[inline(never)]
     fn observe_allocate(&self, alloc: &Allocation) {
         if dipu_profiler::enabled() {
             crate::trace::allocate(alloc);

@@ -289,16 +289,29 @@ impl Runtime {
             return Ok(());
         }
         if CHECK && self.observers.any_on() {
-            if dipu_profiler::enabled() {
-                crate::trace::free(device, ptr);
-            }
-            if dipu_memcheck::enabled() {
-                return self.free_raw_checked(alloc, device, ptr);
+            if let Some(result) = self.observe_free(alloc, device, ptr) {
+                return result;
             }
         }
         alloc
             .free(ptr)
             .map_err(|e| self.explain_bad_pointer(ptr, Some(device), "free_raw", e))
+    }
+
+    /// Tells the trace (when on) of the free, and frees through the memory
+    /// checker when it is on (`Some`); `None` leaves the free to the caller.
+    #[cold]
+    #[inline(never)]
+    fn observe_free(
+        &self,
+        alloc: &dyn DeviceAllocator,
+        device: i32,
+        ptr: *mut c_void,
+    ) -> Option<Result<()>> {
+        if dipu_profiler::enabled() {
+            crate::trace::free(device, ptr);
+        }
+        dipu_memcheck::enabled().then(|| self.free_raw_checked(alloc, device, ptr))
     }
 
     /// `free_raw` with the memory checker on: the pointer is checked first,
