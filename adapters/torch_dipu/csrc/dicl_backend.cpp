@@ -3,8 +3,12 @@
 // dicl_collectives.cpp.
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/StreamGuard.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "dicl.h"
 
@@ -146,9 +150,8 @@ int Work::sourceRank() const {
 
 namespace {
 
-// A Future completed with `outputs`; on `device` when it is a dipu
-// device (its events order consumers after the current stream, which
-// already waits for the operation).
+// A Future completed with `outputs`, for CPU outputs (the host already
+// waited) or an empty operation.
 c10::intrusive_ptr<c10::ivalue::Future> completed(const std::vector<at::Tensor>& outputs,
                                                   std::optional<int32_t> device) {
   std::vector<c10::Device> devices;
@@ -157,6 +160,37 @@ c10::intrusive_ptr<c10::ivalue::Future> completed(const std::vector<at::Tensor>&
       c10::ListType::create(c10::TensorType::get()), devices);
   f->markCompleted(c10::IValue(outputs));
   return f;
+}
+
+// A Future completed with `outputs` once the queued operation `w` on
+// dipu `device` is: its events are recorded on a pool stream that waits
+// for the operation (as ProcessGroupNCCL completes its Future with the
+// communication stream current), so a consumer (DDP's comm hook) waits
+// for the collective while the current stream -- backward -- does not.
+// The current stream waits only in Work::wait().
+//
+// DIPU_DICL_OVERLAP=0 restores the blocking order instead (the current
+// stream waits at once), for measuring what the overlap gains.
+c10::intrusive_ptr<c10::ivalue::Future> completed_after(const std::vector<at::Tensor>& outputs,
+                                                        dipu_work* w, int32_t device,
+                                                        const char* name) {
+  static const bool overlap = [] {
+    const char* v = std::getenv("DIPU_DICL_OVERLAP");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  std::optional<c10::StreamGuard> guard;
+  if (overlap) {
+    dipu_stream side{};
+    DIPU_CHECK(dipu_stream_from_pool(device, 0, &side));
+    guard.emplace(to_c10(side));
+  }
+  dipu_status st = dipu_work_wait(w);
+  if (st != DIPU_OK) {
+    std::string message = error_message(name, st);
+    dipu_work_destroy(w);
+    C10_THROW_ERROR(DistBackendError, message);
+  }
+  return completed(outputs, device);
 }
 
 // The device index of `tensors` (all on one dipu device), or nullopt for
@@ -309,17 +343,12 @@ c10::intrusive_ptr<c10d::Work> Backend::run(const char* name, c10d::OpType type,
     return c10::make_intrusive<Work>(rank_, type, w, outputs, completed(outputs, std::nullopt),
                                      timeout_, inputs, source_rank);
   }
-  // The current stream waits for the operation (the host does not), so the
-  // Future is complete from the current stream's point of view, as
-  // ProcessGroupNCCL's is.
-  dipu_status st = dipu_work_wait(w);
-  if (st != DIPU_OK) {
-    std::string message = error_message(name, st);
-    dipu_work_destroy(w);
-    C10_THROW_ERROR(DistBackendError, message);
-  }
-  return c10::make_intrusive<Work>(rank_, type, w, outputs, completed(outputs, dev), timeout_,
-                                   inputs, source_rank);
+  // The communication stream waited for the current stream (the C call
+  // does); the current stream does not wait here, so backward kernels
+  // queued next overlap the collective (Work::wait() orders them).
+  auto future = completed_after(outputs, w, dev, name);
+  return c10::make_intrusive<Work>(rank_, type, w, outputs, std::move(future), timeout_, inputs,
+                                   source_rank);
 }
 
 void Backend::startCoalescing() {
@@ -349,14 +378,9 @@ c10::intrusive_ptr<c10d::Work> Backend::endCoalescing() {
   DIPU_CHECK(dipu_process_group_end_coalescing(g, &w));
   int32_t dev = 0;
   DIPU_CHECK(dipu_process_group_device(g, &dev));
-  dipu_status st = dipu_work_wait(w);
-  if (st != DIPU_OK) {
-    std::string message = error_message("endCoalescing", st);
-    dipu_work_destroy(w);
-    C10_THROW_ERROR(DistBackendError, message);
-  }
-  return c10::make_intrusive<Work>(rank_, c10d::OpType::COALESCED, w, outputs,
-                                   completed(outputs, dev), timeout_);
+  auto future = completed_after(outputs, w, dev, "endCoalescing");
+  return c10::make_intrusive<Work>(rank_, c10d::OpType::COALESCED, w, outputs, std::move(future),
+                                   timeout_);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts) {

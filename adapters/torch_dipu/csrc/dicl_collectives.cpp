@@ -458,7 +458,9 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(Tensors& outputs, Tensors& inpu
   at::Tensor in = at::cat(flat_in);
   at::Tensor out = at::empty({out_total}, inputs[0].options());
   auto work = alltoall_base(out, in, out_rows, in_rows, opts);
-  // alltoall_base made the current stream (or, for CPU, the host) wait.
+  // The copies out are queued on the current stream: it waits first (for
+  // CPU tensors the host already did).
+  work->wait();
   int64_t at = 0;
   for (auto& o : outputs) {
     o.copy_(out.narrow(0, at, o.numel()).view_as(o));
