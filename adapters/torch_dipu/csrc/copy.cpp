@@ -1,6 +1,6 @@
 // _copy_from and _copy_from_and_resize: copies between dipu and the host
 // and between dipu devices, asynchronous on the current stream of the
-// dipu side. Contiguous copies of one dtype are one dipu_memcpy_async;
+// dipu side (of the source side between devices, fenced both ways). Contiguous copies of one dtype are one dipu_memcpy_async;
 // strided and dtype-changing ones move the span of storage they touch and
 // let the CPU do the rearranging.
 #include <ATen/core/Tensor.h>
@@ -100,16 +100,38 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
   dst.copy_(to_host(src));
 }
 
+// Makes later work on `waiter` wait for the work queued on `on` so far
+// (the host does not wait).
+void stream_wait(dipu_stream waiter, dipu_stream on) {
+  dipu_event* e = nullptr;
+  DIPU_CHECK(dipu_event_create(0, &e));
+  dipu_status st = dipu_event_record(e, on);
+  if (st == DIPU_OK) st = dipu_event_block(e, waiter);
+  dipu_event_destroy(e);
+  if (st != DIPU_OK) throw_status("dipu_event_record/dipu_event_block", st);
+}
+
 void device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
   if (same_layout(src, dst)) {
-    if (src.device() != dst.device()) {
-      // Work queued on the source's stream must be done first.
-      DIPU_CHECK(dipu_stream_synchronize(current_stream(src.device().index())));
+    dipu_stream ss = current_stream(src.device().index());
+    if (src.device() == dst.device()) {
+      DIPU_CHECK(dipu_memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                   DIPU_COPY_DEVICE_TO_DEVICE, ss));
+      return;
     }
-    dipu_stream s = current_stream(dst.device().index());
+    // Between devices, as ATen's CUDA copy: a two-way barrier around a copy
+    // on the source's current stream. That stream first waits for the
+    // destination's (earlier users of dst), runs the copy, and the
+    // destination's stream then waits for it. The source is read on the
+    // stream it belongs to, so freeing it at once (and reusing the block
+    // on that stream) cannot overwrite it mid-copy; the destination block
+    // is used on its own stream only after the copy. The host never waits.
+    dipu_stream ds = current_stream(dst.device().index());
+    stream_wait(ss, ds);
     DIPU_CHECK(dipu_memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                 DIPU_COPY_DEVICE_TO_DEVICE, s));
+                                 DIPU_COPY_DEVICE_TO_DEVICE, ss));
+    stream_wait(ds, ss);
     return;
   }
   host_to_device(to_host(src), dst, false);
