@@ -5,7 +5,6 @@
 
 use crate::types::{dtype, Scalar};
 use crate::view::{read_bcast, with_out, Num, TView};
-use std::borrow::Cow;
 
 /// The compute type of a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +188,8 @@ fn c_of<C: Num>(s: Scalar) -> C {
 
 const PAR_MIN: usize = 1 << 16;
 const PAR_CHUNK: usize = 1 << 14;
+/// Elements per stack block of [`map`].
+const BLOCK: usize = 256;
 
 #[derive(Clone, Copy)]
 struct Ptr<T>(*const T);
@@ -206,41 +207,113 @@ impl<T> Ptr<T> {
 
 /// `out[i] = f(ins[0][i], ..)` over `out`'s shape: the core of every
 /// elementwise kernel. Inputs may alias `out`.
+///
+/// Inputs of the compute type are read in place through their (broadcast)
+/// strides, a row at a time, after the dims that every operand walks
+/// contiguously are merged; other inputs are converted first.
 pub fn map<C: Num, const N: usize>(out: &TView, ins: [&TView; N], f: impl Fn([C; N]) -> C + Sync) {
     let shape = out.shape();
     let n = out.numel();
     if n == 0 {
         return;
     }
-    let bufs: [Cow<'_, [C]>; N] = std::array::from_fn(|k| read_bcast::<C>(ins[k], shape));
-    // An input read straight from memory that `out` shares must be exactly
-    // `out` (then each element is read before it is written).
-    let direct = out.dtype == C::DTYPE
-        && out.is_contiguous()
-        && (0..N).all(|k| {
-            matches!(bufs[k], Cow::Owned(_)) || !ins[k].overlaps(out) || ins[k].same_layout(out)
-        });
-    let ptrs: [Ptr<C>; N] = std::array::from_fn(|k| Ptr(bufs[k].as_ptr()));
-    let run = |o: *mut C, lo: usize, hi: usize| {
-        for i in lo..hi {
-            // SAFETY: i < n, and every buffer holds n elements.
-            unsafe {
-                let a: [C; N] = std::array::from_fn(|k| *ptrs[k].0.add(i));
-                *o.add(i) = f(a);
+    let direct = out.dtype == C::DTYPE && out.is_contiguous();
+    // An input read in place must not be one the kernel's own writes could
+    // change before it is read: one that `out` shares must be exactly `out`
+    // (each block of it is read before that block is written).
+    let in_place = |k: usize| {
+        ins[k].dtype == C::DTYPE && (!direct || !ins[k].overlaps(out) || ins[k].same_layout(out))
+    };
+    let bufs: [Option<Vec<C>>; N] = std::array::from_fn(|k| {
+        (!in_place(k)).then(|| read_bcast::<C>(ins[k], shape).into_owned())
+    });
+    let dense = crate::view::contiguous_strides(shape);
+    let mut strides: [Vec<i64>; N] = std::array::from_fn(|k| match bufs[k] {
+        Some(_) => dense.clone(),
+        None => ins[k]
+            .broadcast_strides(shape)
+            .expect("shapes checked before launch"),
+    });
+    let ptrs: [Ptr<C>; N] = std::array::from_fn(|k| match &bufs[k] {
+        Some(b) => Ptr(b.as_ptr()),
+        None => Ptr(ins[k].ptr as *const C),
+    });
+    let mut dims = shape.to_vec();
+    coalesce(&mut dims, &mut strides);
+    let nd = dims.len();
+    let inner = dims[nd - 1] as usize;
+    let rows = n / inner;
+    // the offset of row `r`'s first element in input `k`
+    let row_base = |k: usize, mut r: usize| -> isize {
+        let mut off = 0isize;
+        for d in (0..nd - 1).rev() {
+            let sz = dims[d] as usize;
+            off += (r % sz) as isize * strides[k][d] as isize;
+            r /= sz;
+        }
+        off
+    };
+    let inner_stride: [isize; N] = std::array::from_fn(|k| strides[k][nd - 1] as isize);
+    // The work is cut in pieces of at most PAR_CHUNK elements of one row.
+    let per_row = inner.div_ceil(PAR_CHUNK);
+    let pieces = rows * per_row;
+    let run = |o: *mut C, plo: usize, phi: usize| {
+        let mut blk = [[C::default(); BLOCK]; N];
+        let mut res = [C::default(); BLOCK];
+        for piece in plo..phi {
+            let r = piece / per_row;
+            let lo = piece % per_row * PAR_CHUNK;
+            let hi = (lo + PAR_CHUNK).min(inner);
+            let bases: [isize; N] = std::array::from_fn(|k| row_base(k, r));
+            let mut at = lo;
+            while at < hi {
+                let len = BLOCK.min(hi - at);
+                for k in 0..N {
+                    let st = inner_stride[k];
+                    // SAFETY: every offset lies inside input k's memory (its
+                    // strides were checked against the output shape).
+                    unsafe {
+                        let p = ptrs[k].get().offset(bases[k] + at as isize * st);
+                        if st == 1 {
+                            blk[k][..len].copy_from_slice(std::slice::from_raw_parts(p, len));
+                        } else if st == 0 {
+                            blk[k][..len].fill(*p);
+                        } else {
+                            for (j, b) in blk[k][..len].iter_mut().enumerate() {
+                                *b = *p.offset(j as isize * st);
+                            }
+                        }
+                    }
+                }
+                if len == BLOCK {
+                    for (j, x) in res.iter_mut().enumerate() {
+                        *x = f(std::array::from_fn(|k| blk[k][j]));
+                    }
+                } else {
+                    for (j, x) in res[..len].iter_mut().enumerate() {
+                        *x = f(std::array::from_fn(|k| blk[k][j]));
+                    }
+                }
+                // SAFETY: row r's elements [at, at + len) lie inside the
+                // n-element output, which no other task writes.
+                unsafe { std::ptr::copy_nonoverlapping(res.as_ptr(), o.add(r * inner + at), len) };
+                at += len;
             }
         }
     };
     let exec = |o: *mut C| {
         if n >= PAR_MIN {
             let op = Ptr(o as *const C);
+            // about PAR_CHUNK elements per task
+            let per = (PAR_CHUNK / inner.min(PAR_CHUNK)).max(1);
             rayon::scope(|s| {
-                for lo in (0..n).step_by(PAR_CHUNK) {
+                for lo in (0..pieces).step_by(per) {
                     let run = &run;
-                    s.spawn(move |_| run(op.get() as *mut C, lo, (lo + PAR_CHUNK).min(n)));
+                    s.spawn(move |_| run(op.get() as *mut C, lo, (lo + per).min(pieces)));
                 }
             });
         } else {
-            run(o, 0, n);
+            run(o, 0, pieces);
         }
     };
     if direct {
@@ -250,6 +323,49 @@ pub fn map<C: Num, const N: usize>(out: &TView, ins: [&TView; N], f: impl Fn([C;
         exec(tmp.as_mut_ptr());
         crate::view::write(out, &tmp);
     }
+}
+
+/// Merges neighbouring dims that every operand (the dense output and each
+/// of `strides`) walks as one, and drops size-1 dims, keeping at least one.
+fn coalesce<const N: usize>(dims: &mut Vec<i64>, strides: &mut [Vec<i64>; N]) {
+    let dense = crate::view::contiguous_strides(dims);
+    let mut all: Vec<Vec<i64>> = std::iter::once(dense)
+        .chain(strides.iter().cloned())
+        .collect();
+    let mut nd: Vec<i64> = Vec::new();
+    let mut ns: Vec<Vec<i64>> = vec![Vec::new(); all.len()];
+    for d in 0..dims.len() {
+        if dims[d] == 1 {
+            continue;
+        }
+        let merge = !nd.is_empty()
+            && all
+                .iter()
+                .zip(&ns)
+                .all(|(st, n)| *n.last().unwrap() == st[d] * dims[d]);
+        if merge {
+            *nd.last_mut().unwrap() *= dims[d];
+            for (st, n) in all.iter_mut().zip(ns.iter_mut()) {
+                *n.last_mut().unwrap() = st[d];
+            }
+        } else {
+            nd.push(dims[d]);
+            for (st, n) in all.iter().zip(ns.iter_mut()) {
+                n.push(st[d]);
+            }
+        }
+    }
+    if nd.is_empty() {
+        nd.push(1);
+        for n in ns.iter_mut() {
+            n.push(0);
+        }
+    }
+    *dims = nd;
+    for (k, st) in strides.iter_mut().enumerate() {
+        *st = std::mem::take(&mut ns[k + 1]);
+    }
+    let _ = &mut all;
 }
 
 /// Fills `out` with a scalar.
@@ -354,7 +470,19 @@ fn float_bin<C: Float>(out: &TView, a: Src, b: Src, op: BinOp) {
             crate::types::round_mode::FLOOR => run_bin::<C>(out, a, b, |x, y| x.div(y).floor()),
             _ => run_bin::<C>(out, a, b, |x, y| x.div(y)),
         },
-        BinOp::Pow => run_bin::<C>(out, a, b, |x, y| x.powf(y)),
+        BinOp::Pow => match b {
+            // the common exponents as multiplications (exact as powf is,
+            // and the loop vectorizes)
+            Src::S(Scalar::Float(e)) if e.to_bits() == 2f64.to_bits() => {
+                run_bin::<C>(out, a, b, |x, _| x.mul(x))
+            }
+            Src::S(Scalar::Int(2)) => run_bin::<C>(out, a, b, |x, _| x.mul(x)),
+            Src::S(Scalar::Float(e)) if e.to_bits() == 1f64.to_bits() => {
+                run_bin::<C>(out, a, b, |x, _| x)
+            }
+            Src::S(Scalar::Int(1)) => run_bin::<C>(out, a, b, |x, _| x),
+            _ => run_bin::<C>(out, a, b, |x, y| x.powf(y)),
+        },
         BinOp::Maximum => run_bin::<C>(out, a, b, |x, y| x.max_nan(y)),
         BinOp::Minimum => run_bin::<C>(out, a, b, |x, y| x.min_nan(y)),
         BinOp::Eq => run_bin::<C>(out, a, b, move |x, y| t(x == y)),

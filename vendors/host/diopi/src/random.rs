@@ -3,7 +3,7 @@
 //! taken from the runtime's generator repeat a run exactly.
 
 use crate::elementwise::kind_of;
-use crate::view::{read, write, Num, TView};
+use crate::view::{read, with_out, write, Num, TView};
 
 const M0: u32 = 0xD251_1F53;
 const M1: u32 = 0xCD9E_8D57;
@@ -29,6 +29,35 @@ pub fn philox(mut c: [u32; 4], mut k: [u32; 2]) -> [u32; 4] {
     c
 }
 
+/// [`philox`] on `L` counters at once (one per lane), the same key: the
+/// loop over lanes vectorizes.
+#[inline(always)]
+fn philox_lanes<const L: usize>(mut c: [[u32; L]; 4], mut k: [u32; 2]) -> [[u32; L]; 4] {
+    for r in 0..10 {
+        if r > 0 {
+            k[0] = k[0].wrapping_add(W0);
+            k[1] = k[1].wrapping_add(W1);
+        }
+        let mut n = [[0u32; L]; 4];
+        for l in 0..L {
+            let p0 = (M0 as u64) * (c[0][l] as u64);
+            let p1 = (M1 as u64) * (c[2][l] as u64);
+            n[0][l] = ((p1 >> 32) as u32) ^ c[1][l] ^ k[0];
+            n[1][l] = p1 as u32;
+            n[2][l] = ((p0 >> 32) as u32) ^ c[3][l] ^ k[1];
+            n[3][l] = p0 as u32;
+        }
+        c = n;
+    }
+    c
+}
+
+/// The 53 bits of [`Stream::uniform`] made of two words.
+#[inline(always)]
+fn bits53(a: u32, b: u32) -> u64 {
+    ((a as u64) << 21) ^ (b as u64 >> 11)
+}
+
 /// A counter-based stream of random words for one kernel call.
 #[derive(Clone, Copy, Debug)]
 pub struct Stream {
@@ -49,6 +78,68 @@ impl Stream {
             ],
             [self.seed as u32, (self.seed >> 32) as u32],
         )
+    }
+    /// `out[j]` = the 53 random bits of `self.uniform(first + j)` (the
+    /// uniform is `out[j] * 2^-53`) for an even `first`, eight Philox
+    /// blocks at a time.
+    pub fn bits53_into(&self, first: u64, out: &mut [u64]) {
+        const L: usize = 8;
+        debug_assert!(first % 2 == 0);
+        let key = [self.seed as u32, (self.seed >> 32) as u32];
+        let mut b0 = first / 2;
+        for chunk in out.chunks_mut(2 * L) {
+            let c: [[u32; L]; 4] = [
+                std::array::from_fn(|l| (b0 + l as u64) as u32),
+                std::array::from_fn(|l| ((b0 + l as u64) >> 32) as u32),
+                [self.offset as u32; L],
+                [(self.offset >> 32) as u32; L],
+            ];
+            let w = philox_lanes(c, key);
+            for (j, o) in chunk.iter_mut().enumerate() {
+                let l = j / 2;
+                *o = if j % 2 == 0 {
+                    bits53(w[0][l], w[1][l])
+                } else {
+                    bits53(w[2][l], w[3][l])
+                };
+            }
+            b0 += L as u64;
+        }
+    }
+    /// `out[j]` = word `(first + j) % 4` of Philox block `(first + j) / 4`,
+    /// for `first` a multiple of 4: 32 random bits per element, four
+    /// elements per block (dropout's draw).
+    pub fn words_into(&self, first: u64, out: &mut [u32]) {
+        const L: usize = 8;
+        debug_assert!(first % 4 == 0);
+        let key = [self.seed as u32, (self.seed >> 32) as u32];
+        let mut b0 = first / 4;
+        for chunk in out.chunks_mut(4 * L) {
+            let c: [[u32; L]; 4] = [
+                std::array::from_fn(|l| (b0 + l as u64) as u32),
+                std::array::from_fn(|l| ((b0 + l as u64) >> 32) as u32),
+                [self.offset as u32; L],
+                [(self.offset >> 32) as u32; L],
+            ];
+            let w = philox_lanes(c, key);
+            for (j, o) in chunk.iter_mut().enumerate() {
+                *o = w[j % 4][j / 4];
+            }
+            b0 += L as u64;
+        }
+    }
+    /// `out[j] = self.uniform(first + j)` for an even `first`.
+    pub fn uniforms_into(&self, first: u64, out: &mut [f64]) {
+        let mut bits = [0u64; 64];
+        let mut at = first;
+        for chunk in out.chunks_mut(bits.len()) {
+            let b = &mut bits[..chunk.len()];
+            self.bits53_into(at, b);
+            for (o, &v) in chunk.iter_mut().zip(b.iter()) {
+                *o = v as f64 * (1.0 / (1u64 << 53) as f64);
+            }
+            at += chunk.len() as u64;
+        }
     }
     /// Uniform in [0, 1) for element `i` (53 bits).
     pub fn uniform(&self, i: u64) -> f64 {
@@ -142,17 +233,44 @@ pub fn dropout(out: &TView, mask: Option<&TView>, x: &TView, p: f64, train: bool
         }
         return;
     }
-    let keep: Vec<bool> = (0..n as u64).map(|i| s.uniform(i) >= p).collect();
+    // the uniforms in parallel pieces of an even length (a Philox block
+    // serves two elements)
+    const PIECE: usize = 1 << 14;
+    // keep element i when its 32 random bits, as a fraction of 2^32, are
+    // at least p
+    let threshold = (p * 4_294_967_296.0).ceil().min(4_294_967_296.0) as u64;
+    let mut keep = vec![false; n];
+    crate::par::chunks_each(&mut keep, PIECE, n * 16, |piece, ks| {
+        let mut u = [0u32; 512];
+        for (k, sub) in ks.chunks_mut(u.len()).enumerate() {
+            let first = (piece * PIECE + k * u.len()) as u64;
+            let u = &mut u[..sub.len()];
+            s.words_into(first, u);
+            for (kk, &uu) in sub.iter_mut().zip(u.iter()) {
+                *kk = uu as u64 >= threshold;
+            }
+        }
+    });
     let scale = if p >= 1.0 { 0.0 } else { 1.0 / (1.0 - p) };
     crate::with_kind!(kind_of(out.dtype), C => {
         let xs = read::<C>(x);
         let sc = C::from_f64(scale);
-        let v: Vec<C> = xs.iter().zip(&keep).map(|(&e, &k)| if k { e.mul(sc) } else { C::default() }).collect();
-        write(out, &v);
+        with_out::<C>(out, &[x], |o| {
+            for ((d, &e), &k) in o.iter_mut().zip(xs.iter()).zip(&keep) {
+                *d = if k { e.mul(sc) } else { C::default() };
+            }
+        });
     });
     if let Some(m) = mask {
-        let mv: Vec<i64> = keep.iter().map(|&k| k as i64).collect();
-        write(m, &mv);
+        use crate::types::dtype;
+        if matches!(m.dtype, dtype::BOOL | dtype::U8) && m.is_contiguous() && m.numel() == n {
+            // SAFETY: contiguous one-byte elements, n of them; a bool is
+            // the byte 0 or 1.
+            unsafe { std::ptr::copy_nonoverlapping(keep.as_ptr() as *const u8, m.ptr, n) };
+        } else {
+            let mv: Vec<i64> = keep.iter().map(|&k| k as i64).collect();
+            write(m, &mv);
+        }
     }
 }
 
@@ -172,6 +290,26 @@ mod tests {
             philox([u32::MAX; 4], [u32::MAX; 2]),
             [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
         );
+    }
+
+    #[test]
+    fn batched_uniforms_match_single_ones() {
+        let s = Stream {
+            seed: 0x1234_5678_9abc,
+            offset: (7u64 << 32) + 3,
+        };
+        // a block index that crosses 2^32 and a ragged tail
+        for first in [0u64, 10, (1u64 << 33) - 6] {
+            let mut u = vec![0f64; 37];
+            s.uniforms_into(first, &mut u);
+            for (j, &v) in u.iter().enumerate() {
+                assert_eq!(
+                    v.to_bits(),
+                    s.uniform(first + j as u64).to_bits(),
+                    "element {j} after {first}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -59,10 +59,74 @@ fn sum_typed<C: Num>(out: &TView, x: &TView, reduced: &[bool], mean: bool) {
     write(out, &acc);
 }
 
+/// The sums of contiguous f32 input whose reduced dims are all leading or
+/// all trailing (every bias gradient and row sum, and sums of everything),
+/// accumulated in f64 as [`sum`] does, in loops that vectorize. False when
+/// the case is not one of these.
+fn sum_f32_fast(out: &TView, x: &TView, reduced: &[bool], mean: bool) -> bool {
+    use crate::types::dtype;
+    if x.dtype != dtype::F32 || !x.is_contiguous() || kind_of(out.dtype) != Kind::F32 {
+        return false;
+    }
+    let shape = x.shape();
+    let nd = shape.len();
+    let lead = reduced.iter().take_while(|&&r| r).count();
+    let trail = reduced.iter().rev().take_while(|&&r| r).count();
+    let n = x.numel();
+    // SAFETY: contiguous f32 memory of n elements.
+    let xs = unsafe { std::slice::from_raw_parts(x.ptr as *const f32, n) };
+    let (rows, cols, leading) = if lead == nd || lead + trail == nd && trail == nd {
+        (1, n, false)
+    } else if lead > 0 && reduced[lead..].iter().all(|&r| !r) {
+        let cols: i64 = shape[lead..].iter().product();
+        (n / cols.max(1) as usize, cols as usize, true)
+    } else if trail > 0 && reduced[..nd - trail].iter().all(|&r| !r) {
+        let cols: i64 = shape[nd - trail..].iter().product();
+        (n / cols.max(1) as usize, cols as usize, false)
+    } else {
+        return false;
+    };
+    if n == 0 {
+        return false;
+    }
+    let sums: Vec<f64> = if leading {
+        // out[j] = sum over rows of x[r, j]
+        let mut acc = vec![0f64; cols];
+        for row in xs.chunks_exact(cols) {
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a += v as f64;
+            }
+        }
+        acc
+    } else {
+        crate::par::map_range(rows, n, |r| {
+            let row = &xs[r * cols..(r + 1) * cols];
+            let mut lanes = [0f64; 8];
+            let mut it = row.chunks_exact(8);
+            for c in &mut it {
+                for (l, &v) in lanes.iter_mut().zip(c) {
+                    *l += v as f64;
+                }
+            }
+            it.remainder().iter().map(|&v| v as f64).sum::<f64>() + lanes.iter().sum::<f64>()
+        })
+    };
+    let count = if leading { rows } else { cols } as f64;
+    let vals: Vec<f32> = sums
+        .iter()
+        .map(|&v| if mean { (v / count) as f32 } else { v as f32 })
+        .collect();
+    write(out, &vals);
+    true
+}
+
 /// Sum (or mean) of `x` over the dims flagged in `reduced` into `out`
 /// (which holds the kept dims, with or without size-1 reduced dims).
 /// Float sums accumulate in f64.
 pub fn sum(out: &TView, x: &TView, reduced: &[bool], mean: bool) {
+    if sum_f32_fast(out, x, reduced, mean) {
+        return;
+    }
     match kind_of(out.dtype) {
         Kind::I64 if !mean => sum_typed::<i64>(out, x, reduced, false),
         _ => sum_typed::<f64>(out, x, reduced, mean),
@@ -157,6 +221,58 @@ pub fn argmax(out: &TView, x: &TView, dim: Option<usize>) {
     }
 }
 
+/// `sum(xs)` in eight lanes (a loop that vectorizes; the order of the
+/// additions differs from a plain left-to-right sum).
+#[inline(always)]
+fn lane_sum<C: Num>(xs: &[C]) -> C {
+    let mut lanes = [C::default(); 8];
+    let mut it = xs.chunks_exact(8);
+    for c in &mut it {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = l.add(v);
+        }
+    }
+    let mut s = C::default();
+    for &v in it.remainder() {
+        s = s.add(v);
+    }
+    lanes.iter().fold(s, |a, &b| a.add(b))
+}
+
+/// One contiguous row of softmax (or log-softmax). A NaN in the row makes
+/// every output NaN, through the sum.
+#[inline(always)]
+fn softmax_row<C: Float>(dst: &mut [C], row: &[C], log: bool) {
+    let mut lanes = [row[0]; 8];
+    let mut it = row.chunks_exact(8);
+    for c in &mut it {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            // not max_nan: a NaN reaches every output through the sum below
+            *l = if v > *l { v } else { *l };
+        }
+    }
+    let m = it
+        .remainder()
+        .iter()
+        .chain(lanes.iter())
+        .fold(row[0], |a, &b| if b > a { b } else { a });
+    for (d, &v) in dst.iter_mut().zip(row) {
+        *d = v.sub(m).exp();
+    }
+    let s = lane_sum(dst);
+    if log {
+        let ls = s.ln().add(m);
+        for (d, &v) in dst.iter_mut().zip(row) {
+            *d = v.sub(ls);
+        }
+    } else {
+        let inv = C::from_i64(1).div(s);
+        for d in dst.iter_mut() {
+            *d = d.mul(inv);
+        }
+    }
+}
+
 /// Softmax (or log-softmax) of `x` along `dim` into `out` (same shape).
 pub fn softmax(out: &TView, x: &TView, dim: usize, log: bool) {
     fn go<C: Float>(out: &TView, x: &TView, dim: usize, log: bool) {
@@ -172,24 +288,7 @@ pub fn softmax(out: &TView, x: &TView, dim: usize, log: bool) {
                 crate::par::chunks_each(o, per * len, o.len() * 4, |blk, dsts| {
                     let src = &xs[blk * per * len..][..dsts.len()];
                     for (dst, row) in dsts.chunks_mut(len).zip(src.chunks(len)) {
-                        let m = row.iter().fold(row[0], |a, &b| a.max_nan(b));
-                        let mut s = C::default();
-                        for (d, &v) in dst.iter_mut().zip(row) {
-                            let e = v.sub(m).exp();
-                            *d = e;
-                            s = s.add(e);
-                        }
-                        if log {
-                            let ls = s.ln().add(m);
-                            for (d, &v) in dst.iter_mut().zip(row) {
-                                *d = v.sub(ls);
-                            }
-                        } else {
-                            let inv = C::from_i64(1).div(s);
-                            for d in dst.iter_mut() {
-                                *d = d.mul(inv);
-                            }
-                        }
+                        softmax_row(dst, row, log);
                     }
                 });
                 return;

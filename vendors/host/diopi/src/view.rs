@@ -231,6 +231,45 @@ pub fn for_each_offset(shape: &[i64], strides: &[i64], mut f: impl FnMut(usize, 
     }
 }
 
+/// Calls `f(first, base, len, stride)` for every innermost row of `shape`
+/// (row-major): elements `first..first + len` sit at offsets `base + j *
+/// stride` under `strides` (in elements). A kernel's inner loop then runs
+/// over one row at a time.
+#[inline]
+pub fn for_each_row(shape: &[i64], strides: &[i64], mut f: impl FnMut(usize, isize, usize, isize)) {
+    if shape.iter().any(|&s| s <= 0) {
+        return;
+    }
+    let nd = shape.len();
+    if nd == 0 {
+        f(0, 0, 1, 0);
+        return;
+    }
+    let inner = shape[nd - 1] as usize;
+    let inner_stride = strides[nd - 1] as isize;
+    let mut idx = [0i64; MAX_DIMS];
+    let mut base: isize = 0;
+    let mut first = 0usize;
+    loop {
+        f(first, base, inner, inner_stride);
+        first += inner;
+        let mut d = nd - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            base += strides[d] as isize;
+            if idx[d] < shape[d] {
+                break;
+            }
+            base -= strides[d] as isize * shape[d] as isize;
+            idx[d] = 0;
+        }
+    }
+}
+
 /// A compute type kernels work in: f32, f64 or i64.
 pub trait Num: Copy + Send + Sync + Default + PartialOrd + std::fmt::Debug + 'static {
     /// From f32.
@@ -264,37 +303,48 @@ pub trait Num: Copy + Send + Sync + Default + PartialOrd + std::fmt::Debug + 'st
 }
 
 impl Num for f32 {
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v
     }
+    #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as f32
     }
+    #[inline(always)]
     fn from_i64(v: i64) -> Self {
         v as f32
     }
+    #[inline(always)]
     fn to_f32(self) -> f32 {
         self
     }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self as f64
     }
+    #[inline(always)]
     fn to_i64(self) -> i64 {
         self as i64
     }
     const DTYPE: i32 = dtype::F32;
+    #[inline(always)]
     fn add(self, b: Self) -> Self {
         self + b
     }
+    #[inline(always)]
     fn sub(self, b: Self) -> Self {
         self - b
     }
+    #[inline(always)]
     fn mul(self, b: Self) -> Self {
         self * b
     }
+    #[inline(always)]
     fn div(self, b: Self) -> Self {
         self / b
     }
+    #[inline(always)]
     fn min_nan(self, b: Self) -> Self {
         if self.is_nan() || b.is_nan() {
             Self::NAN
@@ -302,6 +352,7 @@ impl Num for f32 {
             self.min(b)
         }
     }
+    #[inline(always)]
     fn max_nan(self, b: Self) -> Self {
         if self.is_nan() || b.is_nan() {
             Self::NAN
@@ -309,42 +360,54 @@ impl Num for f32 {
             self.max(b)
         }
     }
+    #[inline(always)]
     fn is_nan(self) -> bool {
         f32::is_nan(self)
     }
 }
 impl Num for f64 {
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v as f64
     }
+    #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v
     }
+    #[inline(always)]
     fn from_i64(v: i64) -> Self {
         v as f64
     }
+    #[inline(always)]
     fn to_f32(self) -> f32 {
         self as f32
     }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self
     }
+    #[inline(always)]
     fn to_i64(self) -> i64 {
         self as i64
     }
     const DTYPE: i32 = dtype::F64;
+    #[inline(always)]
     fn add(self, b: Self) -> Self {
         self + b
     }
+    #[inline(always)]
     fn sub(self, b: Self) -> Self {
         self - b
     }
+    #[inline(always)]
     fn mul(self, b: Self) -> Self {
         self * b
     }
+    #[inline(always)]
     fn div(self, b: Self) -> Self {
         self / b
     }
+    #[inline(always)]
     fn min_nan(self, b: Self) -> Self {
         if self.is_nan() || b.is_nan() {
             Self::NAN
@@ -352,6 +415,7 @@ impl Num for f64 {
             self.min(b)
         }
     }
+    #[inline(always)]
     fn max_nan(self, b: Self) -> Self {
         if self.is_nan() || b.is_nan() {
             Self::NAN
@@ -359,48 +423,62 @@ impl Num for f64 {
             self.max(b)
         }
     }
+    #[inline(always)]
     fn is_nan(self) -> bool {
         f64::is_nan(self)
     }
 }
 impl Num for i64 {
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v as i64
     }
+    #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as i64
     }
+    #[inline(always)]
     fn from_i64(v: i64) -> Self {
         v
     }
+    #[inline(always)]
     fn to_f32(self) -> f32 {
         self as f32
     }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self as f64
     }
+    #[inline(always)]
     fn to_i64(self) -> i64 {
         self
     }
     const DTYPE: i32 = dtype::I64;
+    #[inline(always)]
     fn add(self, b: Self) -> Self {
         self.wrapping_add(b)
     }
+    #[inline(always)]
     fn sub(self, b: Self) -> Self {
         self.wrapping_sub(b)
     }
+    #[inline(always)]
     fn mul(self, b: Self) -> Self {
         self.wrapping_mul(b)
     }
+    #[inline(always)]
     fn div(self, b: Self) -> Self {
         self.checked_div(b).unwrap_or(0)
     }
+    #[inline(always)]
     fn min_nan(self, b: Self) -> Self {
         self.min(b)
     }
+    #[inline(always)]
     fn max_nan(self, b: Self) -> Self {
         self.max(b)
     }
+    #[inline(always)]
     fn is_nan(self) -> bool {
         false
     }
@@ -547,11 +625,20 @@ macro_rules! dispatch_elem {
 
 fn gather_typed<E: Elem, C: Num>(v: &TView, shape: &[i64], strides: &[i64]) -> Vec<C> {
     let n: usize = shape.iter().map(|&s| s.max(0) as usize).product();
-    let mut out = Vec::with_capacity(n);
+    let mut out = vec![C::default(); n];
     let p = v.ptr as *const E;
-    for_each_offset(shape, strides, |_, off| {
-        // SAFETY: offsets stay inside the view the framework described.
-        out.push(unsafe { p.offset(off).read_unaligned() }.load::<C>());
+    for_each_row(shape, strides, |first, base, len, stride| {
+        let dst = &mut out[first..first + len];
+        if stride == 0 {
+            // SAFETY: the offset stays inside the view the framework described.
+            let x: C = unsafe { p.offset(base).read_unaligned() }.load();
+            dst.fill(x);
+        } else {
+            for (j, d) in dst.iter_mut().enumerate() {
+                // SAFETY: as above, for each element of the row.
+                *d = unsafe { p.offset(base + j as isize * stride).read_unaligned() }.load();
+            }
+        }
     });
     out
 }
@@ -583,9 +670,14 @@ pub fn read_owned<C: Num>(v: &TView) -> Vec<C> {
 
 fn scatter_typed<E: Elem, C: Num>(v: &TView, data: &[C]) {
     let p = v.ptr as *mut E;
-    for_each_offset(v.shape(), v.strides(), |i, off| {
-        // SAFETY: offsets stay inside the view the framework described.
-        unsafe { p.offset(off).write_unaligned(E::store(data[i])) };
+    for_each_row(v.shape(), v.strides(), |first, base, len, stride| {
+        for (j, &x) in data[first..first + len].iter().enumerate() {
+            // SAFETY: offsets stay inside the view the framework described.
+            unsafe {
+                p.offset(base + j as isize * stride)
+                    .write_unaligned(E::store(x))
+            };
+        }
     });
 }
 
@@ -642,6 +734,39 @@ pub fn copy(dst: &TView, src: &TView) {
 /// Same-dtype strided copy, element by element as raw bits (no overlap).
 fn copy_raw<T: Copy>(dst: &TView, src: &TView, src_strides: &[i64]) {
     let (d, s) = (dst.ptr as *mut T, src.ptr as *const T);
+    let nd = dst.ndim;
+    let (ds, ss) = (dst.strides(), src_strides);
+    if nd >= 2 && ds[nd - 1] == 1 && ss[nd - 2] == 1 && ss[nd - 1] != 1 {
+        // a transpose in the last two dims: square tiles, so both sides
+        // stay in cache
+        const TILE: usize = 8;
+        let (rows, cols) = (dst.shape[nd - 2] as usize, dst.shape[nd - 1] as usize);
+        let (drs, scs) = (ds[nd - 2] as isize, ss[nd - 1] as isize);
+        for_each_offset2(
+            &dst.shape()[..nd - 2],
+            &ds[..nd - 2],
+            &ss[..nd - 2],
+            |od, os| {
+                for r0 in (0..rows).step_by(TILE) {
+                    for c0 in (0..cols).step_by(TILE) {
+                        for c in c0..(c0 + TILE).min(cols) {
+                            for r in r0..(r0 + TILE).min(rows) {
+                                let (r, c) = (r as isize, c as isize);
+                                // SAFETY: (r, c) lies inside both views, which do
+                                // not overlap.
+                                unsafe {
+                                    d.offset(od + r * drs + c).write_unaligned(
+                                        s.offset(os + r + c * scs).read_unaligned(),
+                                    )
+                                };
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        return;
+    }
     for_each_offset2(dst.shape(), dst.strides(), src_strides, |od, os| {
         // SAFETY: both offsets lie inside their views, which do not overlap.
         unsafe { d.offset(od).write_unaligned(s.offset(os).read_unaligned()) };
