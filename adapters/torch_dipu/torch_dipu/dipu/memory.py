@@ -137,3 +137,54 @@ def _snapshot(device: _device_t = None) -> Dict[str, Any]:
             return pickle.load(f)
     finally:
         os.unlink(path)
+
+
+def _format_size(n: int) -> str:
+    for unit in ("B  ", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:6d} {unit}" if unit == "B  " else f"{n:6.0f} {unit}"
+        n /= 1024
+    return f"{n} TiB"
+
+
+def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
+    """A table of the caching allocator's statistics of `device`, laid out
+    as torch.cuda.memory_summary's: current, peak, allocated and freed
+    totals of each metric, for all blocks and (unless `abbreviated`) the
+    large and small pools."""
+    stats = memory_stats(device)
+    index = _device_index(device)
+    pools = [("all", "")] if abbreviated else [("all", ""), ("large_pool", "  from large pool"),
+                                                 ("small_pool", "  from small pool")]
+    metrics = [
+        ("allocated_bytes", "Allocated memory", _format_size),
+        ("active_bytes", "Active memory", _format_size),
+        ("requested_bytes", "Requested memory", _format_size),
+        ("reserved_bytes", "Device reserved memory", _format_size),
+        ("inactive_split_bytes", "Non-releasable memory", _format_size),
+        ("allocation", "Allocations", str),
+        ("active", "Active allocs", str),
+        ("segment", "Device reserved segments", str),
+        ("inactive_split", "Non-releasable allocs", str),
+    ]
+    width = 75
+    rule = "|" + "=" * width + "|"
+    line = "|" + "-" * width + "|"
+    out = [rule, f"| {'PyTorch dipu memory management summary, device ID ' + str(index):<{width - 1}}|",
+           line,
+           f"| {'Metric':<24}| {'Cur Usage':>10} | {'Peak Usage':>10} | {'Tot Alloc':>10} | {'Tot Freed':>10} |",
+           rule]
+    for key, title, fmt in metrics:
+        for pool, suffix in pools:
+            base = f"{key}.{pool}"
+            if f"{base}.current" not in stats:
+                continue
+            name = title if pool == "all" else suffix
+            cells = [fmt(int(stats.get(f"{base}.{f}", 0))) for f in ("current", "peak", "allocated", "freed")]
+            out.append(f"| {name:<24}| " + " | ".join(f"{c:>10}" for c in cells) + " |")
+        out.append(line)
+    for key, title in (("num_alloc_retries", "Allocator retries"), ("num_ooms", "Out-of-memory errors"),
+                       ("num_device_alloc", "Device mallocs"), ("num_device_free", "Device frees")):
+        out.append(f"| {title:<24}| {int(stats.get(key, 0)):>10} |" + " " * (width - 38) + "|")
+    out.append(rule)
+    return "\n".join(out) + "\n"
