@@ -162,10 +162,23 @@ impl DeviceApi for HostVendor {
         stream: StreamHandle,
     ) -> Result<()> {
         let call = format!("memcpy_async({dst:p}, {src:p}, {bytes}, {kind:?}, {stream:?})");
-        self.run_async(
-            stream,
-            ops::memcpy(&self.memory, call, dst, src, bytes, kind)?,
-        )
+        let op = ops::memcpy(&self.memory, call, dst, src, bytes, kind)?;
+        let pageable = |addr: usize| !matches!(self.memory.read().containing(addr), Some((_, r)) if r.kind == Kind::Pinned);
+        let to_pageable = kind == CopyKind::DeviceToHost && pageable(dst as usize);
+        let from_pageable = kind == CopyKind::HostToDevice && pageable(src as usize);
+        match op {
+            // A copy between a device and pageable host memory on an idle
+            // stream is done on the calling thread: finished early, which an
+            // asynchronous copy may be, and which CUDA's is for pageable
+            // memory ("API synchronization behavior": to pageable memory,
+            // "the function will return only once the copy has completed").
+            // On a busy stream it is queued, so the host does not wait.
+            // Errors surface at the stream's next synchronisation either way.
+            Some(op) if (to_pageable || from_pageable) && self.stream(stream)?.is_idle() => {
+                self.stream(stream)?.run_now(op)
+            }
+            op => self.run_async(stream, op),
+        }
     }
 
     unsafe fn memcpy_peer(

@@ -277,3 +277,70 @@ fn sync_copies_never_overtake_work_queued_before_them() {
         unsafe { h.free(dev as *mut _).unwrap() };
     }
 }
+
+#[test]
+fn copies_with_pageable_memory_on_an_idle_stream_are_done_on_return() {
+    // Blocking workers: a copy handed to one would still be in flight when
+    // the assertions below run.
+    let h = crate::HostVendor::new(crate::HostConfig {
+        devices: 1,
+        memory_per_device: MIB,
+        schedule: crate::Schedule::Block,
+        ..crate::HostConfig::default()
+    })
+    .unwrap();
+    let dev = h.malloc(4096).unwrap();
+    // SAFETY: `dev`, `page` and `pinned` stay alive until the end, and the
+    // streams are synchronised before they are freed.
+    unsafe {
+        let s = h.stream_create(0).unwrap();
+        h.memset(dev, 5, 4096).unwrap();
+        // idle stream, pageable memory: finished when the call returns
+        let mut page = vec![0u8; 4096];
+        h.memcpy_async(
+            page.as_mut_ptr().cast(),
+            dev,
+            4096,
+            CopyKind::DeviceToHost,
+            s,
+        )
+        .unwrap();
+        assert!(
+            page.iter().all(|b| *b == 5),
+            "the copy to pageable memory is done"
+        );
+        let src = vec![6u8; 4096];
+        h.memcpy_async(dev, src.as_ptr().cast(), 4096, CopyKind::HostToDevice, s)
+            .unwrap();
+        assert!(h.stream_query(s).unwrap(), "nothing is left queued");
+        assert!(read(&h, dev, 4096).iter().all(|b| *b == 6));
+        // pinned memory stays asynchronous: behind a slow kernel it is queued
+        let pinned = h.malloc_host(4096).unwrap();
+        h.enqueue_kernel(s, SLOW).unwrap();
+        h.memcpy_async(pinned, dev, 4096, CopyKind::DeviceToHost, s)
+            .unwrap();
+        assert!(
+            !h.stream_query(s).unwrap(),
+            "the copy waits behind the kernel"
+        );
+        // and a pageable copy on a busy stream is queued as well
+        h.memcpy_async(
+            page.as_mut_ptr().cast(),
+            dev,
+            4096,
+            CopyKind::DeviceToHost,
+            s,
+        )
+        .unwrap();
+        assert!(
+            !h.stream_query(s).unwrap(),
+            "the host did not wait for the kernel"
+        );
+        h.stream_synchronize(s).unwrap();
+        let pinned_bytes = std::slice::from_raw_parts(pinned as *const u8, 4096);
+        assert!(pinned_bytes.iter().all(|b| *b == 6) && page.iter().all(|b| *b == 6));
+        h.free_host(pinned).unwrap();
+        h.stream_destroy(s).unwrap();
+        h.free(dev).unwrap();
+    }
+}
