@@ -736,6 +736,20 @@ fn copy_raw<T: Copy>(dst: &TView, src: &TView, src_strides: &[i64]) {
     let (d, s) = (dst.ptr as *mut T, src.ptr as *const T);
     let nd = dst.ndim;
     let (ds, ss) = (dst.strides(), src_strides);
+    if nd >= 1 && ds[nd - 1] == 1 && ss[nd - 1] == 1 {
+        // rows contiguous on both sides: one copy per row
+        let len = dst.shape[nd - 1] as usize;
+        for_each_offset2(
+            &dst.shape()[..nd - 1],
+            &ds[..nd - 1],
+            &ss[..nd - 1],
+            |od, os| {
+                // SAFETY: both rows lie inside their views, which do not overlap.
+                unsafe { std::ptr::copy_nonoverlapping(s.offset(os), d.offset(od), len) };
+            },
+        );
+        return;
+    }
     if nd >= 2 && ds[nd - 1] == 1 && ss[nd - 2] == 1 && ss[nd - 1] != 1 {
         // a transpose in the last two dims: square tiles, so both sides
         // stay in cache
