@@ -8,7 +8,14 @@ import pytest
 import torch
 from torch.testing._internal.autocast_test_lists import AutocastTestLists, TestAutocast
 
-LISTS = AutocastTestLists("dipu")
+# For collection only (op names and indices); each test makes the dipu
+# tensors afresh (`lists`), so none outlives it.
+LISTS = AutocastTestLists("cpu")
+
+
+@pytest.fixture
+def lists():
+    return AutocastTestLists("dipu")
 
 
 def _split(op_with_args):
@@ -75,17 +82,17 @@ class _Runner(TestAutocast):
     "name,index,dtype",
     [c for name in KINDS for c in _cases(name, LOW if KINDS[name][1] is None else [torch.float16])],
 )
-def test_cuda_autocast_list_on_dipu(name, index, dtype):
+def test_cuda_autocast_list_on_dipu(lists, name, index, dtype):
     module, run_as = KINDS[name]
-    op, args, kwargs = _split(getattr(LISTS, name)[index])
+    op, args, kwargs = _split(getattr(lists, name)[index])
     _Runner()._run_autocast_outofplace(
         op, args, run_as or dtype, "dipu", module=module, add_kwargs=kwargs, amp_dtype=dtype
     )
 
 
 @pytest.mark.parametrize("module_name", ["torch", "methods"])
-def test_expect_builtin_promote(module_name):
-    cases = LISTS.torch_expect_builtin_promote if module_name == "torch" else LISTS.methods_expect_builtin_promote
+def test_expect_builtin_promote(lists, module_name):
+    cases = lists.torch_expect_builtin_promote if module_name == "torch" else lists.methods_expect_builtin_promote
     for op, args, out_type in cases:
         _Runner()._run_autocast_outofplace(
             op, args, torch.float32, "dipu", out_type=out_type,
@@ -93,8 +100,8 @@ def test_expect_builtin_promote(module_name):
         )
 
 
-def test_banned_ops_raise():
+def test_banned_ops_raise(lists):
     with torch.autocast("dipu", dtype=torch.float16):
-        for op, args, module in LISTS.banned:
+        for op, args, module in lists.banned:
             with pytest.raises(RuntimeError):
                 getattr(module, op)(*args)
