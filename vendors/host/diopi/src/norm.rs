@@ -3,7 +3,7 @@
 
 use crate::elementwise::Float;
 use crate::types::dtype;
-use crate::view::{read, with_out, write, TView};
+use crate::view::{read, with_out, write, Num, TView};
 
 fn is_f64(v: &TView) -> bool {
     v.dtype == dtype::F64
@@ -295,8 +295,28 @@ pub fn layer_norm_backward(
     rstd: &TView,
     d: usize,
 ) {
-    let xs = read::<f64>(x);
-    let gs = read::<f64>(go);
+    if is_f64(x) {
+        layer_norm_backward_as::<f64>(gi, gw, gb, go, x, w, mean, rstd, d)
+    } else {
+        layer_norm_backward_as::<f32>(gi, gw, gb, go, x, w, mean, rstd, d)
+    }
+}
+
+/// [`layer_norm_backward`] reading `x` and `go` as `C`, accumulating in f64.
+#[allow(clippy::too_many_arguments)]
+fn layer_norm_backward_as<C: Num>(
+    gi: Option<&TView>,
+    gw: Option<&TView>,
+    gb: Option<&TView>,
+    go: &TView,
+    x: &TView,
+    w: Option<&TView>,
+    mean: &TView,
+    rstd: &TView,
+    d: usize,
+) {
+    let xs = read::<C>(x);
+    let gs = read::<C>(go);
     let ms = read::<f64>(mean);
     let rs = read::<f64>(rstd);
     let rows = xs.len().checked_div(d).unwrap_or(0);
@@ -304,33 +324,55 @@ pub fn layer_norm_backward(
         .map(|t| read::<f64>(t).into_owned())
         .unwrap_or_else(|| vec![1.0; d]);
     if let Some(gi) = gi {
-        let mut out = vec![0f64; rows * d];
-        if d > 0 {
-            crate::par::chunks_each(&mut out, d, rows * d * 4, |r, dst| {
-                let (m, rr) = (ms[r], rs[r]);
-                let (mut s1, mut s2) = (0f64, 0f64);
-                for j in 0..d {
-                    let dxh = gs[r * d + j] * ws[j];
-                    s1 += dxh;
-                    s2 += dxh * (xs[r * d + j] - m) * rr;
-                }
-                for (j, dv) in dst.iter_mut().enumerate() {
-                    let xh = (xs[r * d + j] - m) * rr;
-                    let dxh = gs[r * d + j] * ws[j];
-                    *dv = rr * (dxh - s1 / d as f64 - xh * s2 / d as f64);
+        let mut out = vec![C::default(); rows * d];
+        if let Some(per) = 8192usize.checked_div(d) {
+            let per = per.max(1);
+            crate::par::chunks_each(&mut out, per * d, rows * d * 4, |blk, dsts| {
+                for (k, dst) in dsts.chunks_mut(d).enumerate() {
+                    let r = blk * per + k;
+                    let (m, rr) = (ms[r], rs[r]);
+                    let (xr, gr) = (&xs[r * d..(r + 1) * d], &gs[r * d..(r + 1) * d]);
+                    let (mut s1, mut s2) = (0f64, 0f64);
+                    for ((&x, &g), &w) in xr.iter().zip(gr).zip(&ws) {
+                        let dxh = g.to_f64() * w;
+                        s1 += dxh;
+                        s2 += dxh * (x.to_f64() - m) * rr;
+                    }
+                    let (a, b) = (s1 / d as f64, s2 / d as f64);
+                    for (((dv, &x), &g), &w) in dst.iter_mut().zip(xr).zip(gr).zip(&ws) {
+                        let xh = (x.to_f64() - m) * rr;
+                        *dv = C::from_f64(rr * (g.to_f64() * w - a - xh * b));
+                    }
                 }
             });
         }
         write(gi, &out);
     }
-    if gw.is_some() || gb.is_some() {
+    let per = 16384usize.checked_div(d).map(|p| p.max(1));
+    if let Some(per) = per.filter(|_| gw.is_some() || gb.is_some()) {
+        // partial sums over blocks of rows, in parallel, then added up
+        let blocks = rows.div_ceil(per);
+        let parts = crate::par::map_range(blocks, rows * d * 2, |b| {
+            let mut sw = vec![0f64; d];
+            let mut sb = vec![0f64; d];
+            for r in b * per..((b + 1) * per).min(rows) {
+                let (m, rr) = (ms[r], rs[r]);
+                let (xr, gr) = (&xs[r * d..(r + 1) * d], &gs[r * d..(r + 1) * d]);
+                for (((w, bb), &x), &g) in sw.iter_mut().zip(sb.iter_mut()).zip(xr).zip(gr) {
+                    *w += g.to_f64() * (x.to_f64() - m) * rr;
+                    *bb += g.to_f64();
+                }
+            }
+            (sw, sb)
+        });
         let mut sw = vec![0f64; d];
         let mut sb = vec![0f64; d];
-        for r in 0..rows {
-            for j in 0..d {
-                let dy = gs[r * d + j];
-                sw[j] += dy * (xs[r * d + j] - ms[r]) * rs[r];
-                sb[j] += dy;
+        for (pw, pb) in &parts {
+            for (a, b) in sw.iter_mut().zip(pw) {
+                *a += b;
+            }
+            for (a, b) in sb.iter_mut().zip(pb) {
+                *a += b;
             }
         }
         if let Some(t) = gw {
