@@ -9,6 +9,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/mse_loss.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
@@ -180,6 +181,20 @@ void batch_norm_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   for (auto& [dev, cpu] : back) dev.copy_(cpu);
 }
 
+// aten::mse_loss.out on the CPU writes the elementwise loss into `out`
+// first, which warns when a reduced (0-dim) `out` is resized: run the
+// functional op on CPU copies and copy its result into `out`.
+void mse_loss_out_on_cpu(torch::jit::Stack* stack) {
+  at::Tensor out = torch::jit::pop(*stack).toTensor();
+  int64_t reduction = torch::jit::pop(*stack).toInt();
+  at::Tensor target = torch::jit::pop(*stack).toTensor();
+  at::Tensor self = torch::jit::pop(*stack).toTensor();
+  at::Tensor result = at::mse_loss(self.cpu(), target.cpu(), reduction);
+  if (out.sizes() != result.sizes()) out.resize_(result.sizes());
+  out.copy_(result);
+  torch::jit::push(*stack, out);
+}
+
 void dipu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   log_call(op, *stack);
   check_devices(op, *stack);
@@ -187,6 +202,10 @@ void dipu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   if (name.name == "aten::native_batch_norm" && name.overload_name.empty()) {
     batch_norm_on_cpu(op, stack);
+    return;
+  }
+  if (name.name == "aten::mse_loss" && name.overload_name == "out") {
+    mse_loss_out_on_cpu(stack);
     return;
   }
   at::native::cpu_fallback(op, stack);

@@ -323,3 +323,17 @@ def test_fallback_logging_names_the_op():
     assert "fallback to cpu: aten::cumsum" in out.stderr
     assert "[cumsum.out]: dipu_fallback" in out.stderr
     assert "self: dipu:0 Float[3]" in out.stderr
+
+
+def test_mse_loss_matches_the_cpu_without_a_resize_warning():
+    import warnings
+
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    for reduction in ("mean", "sum", "none"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the CPU's mse_loss.out warns on a 0-dim out
+            got = torch.nn.functional.mse_loss(a.to("dipu"), b.to("dipu"), reduction=reduction)
+        want = torch.nn.functional.mse_loss(a, b, reduction=reduction)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
