@@ -7,7 +7,8 @@ tests/test_training.py's CNN and one of a transformer block (d_model 256,
 Run: PYTHONPATH=adapters/torch_dipu .venv-torch/bin/python adapters/torch_dipu/bench.py
 (after DIPU_BUILD_PROFILE=release adapters/torch_dipu/build.sh: the dev
 runtime is unoptimised). Prints one line per benchmark:
-median time per call on dipu and on the CPU, and dipu/CPU.
+median time per call on dipu and on the CPU, and dipu/CPU (training steps:
+medians of 5 runs per device, alternating).
 """
 
 import os
@@ -56,17 +57,25 @@ def main():
 
     from test_training import _train  # the CNN of the training test
 
-    steps = {}
-    for device in ("cpu", "dipu", "cpu", "dipu"):  # the first runs warm up
+    def cnn_step_us(device):
         t0 = time.perf_counter()
         _train(device)
-        steps[device] = (time.perf_counter() - t0) / 20 * 1e6
-    report("training step (CNN, AdamW)", steps["dipu"], steps["cpu"])
+        return (time.perf_counter() - t0) / 20 * 1e6
 
-    steps = {}
-    for device in ("cpu", "dipu", "cpu", "dipu"):
-        steps[device] = _transformer_step_us(device)
-    report("training step (transformer block)", steps["dipu"], steps["cpu"])
+    report("training step (CNN, AdamW)", *alternating_medians(cnn_step_us))
+    report("training step (transformer block)", *alternating_medians(_transformer_step_us))
+
+
+def alternating_medians(step_us, rounds=5):
+    """Medians of `step_us(device)` over `rounds` runs per device, the two
+    devices alternating (after one warm-up run each), as (dipu, cpu)."""
+    for device in ("cpu", "dipu"):
+        step_us(device)
+    runs = {"cpu": [], "dipu": []}
+    for _ in range(rounds):
+        for device in ("cpu", "dipu"):
+            runs[device].append(step_us(device))
+    return statistics.median(runs["dipu"]), statistics.median(runs["cpu"])
 
 
 def fallback_op():
