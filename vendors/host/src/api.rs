@@ -163,21 +163,27 @@ impl DeviceApi for HostVendor {
     ) -> Result<()> {
         let call = format!("memcpy_async({dst:p}, {src:p}, {bytes}, {kind:?}, {stream:?})");
         let op = ops::memcpy(&self.memory, call, dst, src, bytes, kind)?;
+        let target = self.stream(stream)?;
+        let Some(op) = op else {
+            return Ok(());
+        };
+        // A copy between a device and pageable host memory on an idle
+        // stream is done on the calling thread: finished early, which an
+        // asynchronous copy may be, and which CUDA's is for pageable memory
+        // ("API synchronization behavior": to pageable memory, "the function
+        // will return only once the copy has completed"). On a busy stream
+        // it is queued, so the host does not wait. Errors surface at the
+        // stream's next synchronisation either way.
+        let host_side = match kind {
+            CopyKind::DeviceToHost => Some(dst as usize),
+            CopyKind::HostToDevice => Some(src as usize),
+            _ => None,
+        };
         let pageable = |addr: usize| !matches!(self.memory.read().containing(addr), Some((_, r)) if r.kind == Kind::Pinned);
-        let to_pageable = kind == CopyKind::DeviceToHost && pageable(dst as usize);
-        let from_pageable = kind == CopyKind::HostToDevice && pageable(src as usize);
-        match op {
-            // A copy between a device and pageable host memory on an idle
-            // stream is done on the calling thread: finished early, which an
-            // asynchronous copy may be, and which CUDA's is for pageable
-            // memory ("API synchronization behavior": to pageable memory,
-            // "the function will return only once the copy has completed").
-            // On a busy stream it is queued, so the host does not wait.
-            // Errors surface at the stream's next synchronisation either way.
-            Some(op) if (to_pageable || from_pageable) && self.stream(stream)?.is_idle() => {
-                self.stream(stream)?.run_now(op)
-            }
-            op => self.run_async(stream, op),
+        if host_side.is_some_and(|addr| target.is_idle() && pageable(addr)) {
+            target.run_now(op)
+        } else {
+            target.submit(op).map(drop)
         }
     }
 

@@ -329,7 +329,7 @@ pub fn map<C: Num, const N: usize>(out: &TView, ins: [&TView; N], f: impl Fn([C;
 /// of `strides`) walks as one, and drops size-1 dims, keeping at least one.
 fn coalesce<const N: usize>(dims: &mut Vec<i64>, strides: &mut [Vec<i64>; N]) {
     let dense = crate::view::contiguous_strides(dims);
-    let mut all: Vec<Vec<i64>> = std::iter::once(dense)
+    let all: Vec<Vec<i64>> = std::iter::once(dense)
         .chain(strides.iter().cloned())
         .collect();
     let mut nd: Vec<i64> = Vec::new();
@@ -345,7 +345,7 @@ fn coalesce<const N: usize>(dims: &mut Vec<i64>, strides: &mut [Vec<i64>; N]) {
                 .all(|(st, n)| *n.last().unwrap() == st[d] * dims[d]);
         if merge {
             *nd.last_mut().unwrap() *= dims[d];
-            for (st, n) in all.iter_mut().zip(ns.iter_mut()) {
+            for (st, n) in all.iter().zip(ns.iter_mut()) {
                 *n.last_mut().unwrap() = st[d];
             }
         } else {
@@ -365,7 +365,6 @@ fn coalesce<const N: usize>(dims: &mut Vec<i64>, strides: &mut [Vec<i64>; N]) {
     for (k, st) in strides.iter_mut().enumerate() {
         *st = std::mem::take(&mut ns[k + 1]);
     }
-    let _ = &mut all;
 }
 
 /// Fills `out` with a scalar.

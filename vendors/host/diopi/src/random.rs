@@ -178,9 +178,12 @@ impl Stream {
 
 /// Fills `out` with uniform values in [from, to).
 pub fn uniform(out: &TView, from: f64, to: f64, s: Stream) {
-    let v: Vec<f64> = (0..out.numel() as u64)
-        .map(|i| {
-            let x = from + s.uniform(i) * (to - from);
+    let mut v = vec![0f64; out.numel()];
+    s.uniforms_into(0, &mut v);
+    let v: Vec<f64> = v
+        .into_iter()
+        .map(|u| {
+            let x = from + u * (to - from);
             if x >= to && to > from {
                 from
             } else {

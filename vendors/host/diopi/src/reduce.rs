@@ -75,7 +75,7 @@ fn sum_f32_fast(out: &TView, x: &TView, reduced: &[bool], mean: bool) -> bool {
     let n = x.numel();
     // SAFETY: contiguous f32 memory of n elements.
     let xs = unsafe { std::slice::from_raw_parts(x.ptr as *const f32, n) };
-    let (rows, cols, leading) = if lead == nd || lead + trail == nd && trail == nd {
+    let (rows, cols, leading) = if lead == nd {
         (1, n, false)
     } else if lead > 0 && reduced[lead..].iter().all(|&r| !r) {
         let cols: i64 = shape[lead..].iter().product();

@@ -192,43 +192,11 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
 /// `shape`) with its offset under `strides` (in elements).
 #[inline]
 pub fn for_each_offset(shape: &[i64], strides: &[i64], mut f: impl FnMut(usize, isize)) {
-    let n: usize = shape.iter().map(|&s| s.max(0) as usize).product();
-    if n == 0 {
-        return;
-    }
-    let nd = shape.len();
-    if nd == 0 {
-        f(0, 0);
-        return;
-    }
-    let inner = shape[nd - 1] as usize;
-    let inner_stride = strides[nd - 1] as isize;
-    let mut idx = [0i64; MAX_DIMS];
-    let mut base: isize = 0;
-    let mut i = 0usize;
-    loop {
-        let mut off = base;
-        for _ in 0..inner {
-            f(i, off);
-            i += 1;
-            off += inner_stride;
+    for_each_row(shape, strides, |first, base, len, stride| {
+        for j in 0..len {
+            f(first + j, base + j as isize * stride);
         }
-        // advance the outer index
-        let mut d = nd - 1;
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            idx[d] += 1;
-            base += strides[d] as isize;
-            if idx[d] < shape[d] {
-                break;
-            }
-            base -= strides[d] as isize * shape[d] as isize;
-            idx[d] = 0;
-        }
-    }
+    });
 }
 
 /// Calls `f(first, base, len, stride)` for every innermost row of `shape`
