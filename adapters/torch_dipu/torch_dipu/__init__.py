@@ -15,7 +15,7 @@ from . import _C  # noqa: F401  (registers the kernels, guard, allocators and ho
 
 # Opens the DIOPI kernel library and registers the ops it has (docs/torch.md).
 _C._diopi_init()
-from . import dipu
+from . import _inductor, dipu
 from . import distributed  # noqa: F401  (registers the "dicl" backend)
 
 __all__ = ["dipu"]
@@ -23,6 +23,7 @@ __version__ = _C._version()
 
 torch.utils.rename_privateuse1_backend("dipu")
 torch._register_device_module("dipu", dipu)
+_inductor.install(dipu)  # torch.compile's default backend on dipu (lazy)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )

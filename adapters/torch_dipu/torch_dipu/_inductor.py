@@ -1,0 +1,327 @@
+"""torch.compile's default backend (Inductor) on dipu.
+
+Inductor has no code generator of its own for a PrivateUse1 device; a
+backend registers one (`register_backend_for_device`), plus the snippets
+its Python wrapper writes for device calls (`register_device_op_overrides`)
+and a runtime interface (`register_interface_for_device`).
+
+What dipu registers depends on the vendor's memory:
+
+* Host-accessible memory (the `host` vendor, whose device memory is
+  ordinary process memory): Inductor's C++/OpenMP code generator runs on
+  dipu tensors. Generated kernels are plain host functions called on the
+  Python thread, while dipu's own kernels run asynchronously on streams;
+  the wrapper therefore synchronizes the current stream before each run
+  of generated kernels (once, until stream work is queued again: see
+  `DipuWrapperCodegen`). A generated kernel returns only when its outputs
+  are written, so stream work queued after it sees them.
+* Any other vendor: no code generator exists (its memory is not readable
+  by host code), so the default backend fails at its first compile with
+  an error that names `aot_eager`; `backend="aot_eager"` needs no code
+  generator and works on every vendor.
+
+The registration runs lazily: Inductor calls `torch.dipu._inductor_backend_init`
+the first time it needs the dipu backend (see `install`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+# The vendors whose device memory the calling thread can read and write
+# directly, so that host (C++) kernels may run on it.
+_HOST_MEMORY_VENDORS = frozenset({"host"})
+
+
+def vendor_memory_is_host_accessible() -> bool:
+    """Whether the dipu vendor's device memory is host memory (the
+    `host` vendor), which Inductor's C++ kernels can run on."""
+    return torch.dipu.vendor_name() in _HOST_MEMORY_VENDORS
+
+
+class DipuInductorUnsupported(RuntimeError):
+    """The default torch.compile backend cannot generate code for this vendor."""
+
+
+def _unsupported_message(vendor: str) -> str:
+    return (
+        f"torch.compile's default backend (inductor) has no code generator for "
+        f"dipu vendor {vendor!r}: its device memory is not host memory, and only "
+        f"the 'host' vendor can run Inductor's C++ kernels. Use "
+        f"torch.compile(model, backend='aot_eager') (or a backend the vendor "
+        f"provides) on this vendor."
+    )
+
+
+def sync_before_host_kernel(device_index: int) -> None:
+    """Waits until the work queued on `device_index`'s current stream is
+    done, so that a generated host kernel sees its inputs and does not
+    overwrite memory queued work still reads."""
+    torch.accelerator.current_stream(device_index).synchronize()
+
+
+def _device_interface() -> type:
+    from torch._dynamo.device_interface import DeviceInterface
+
+    dipu = torch.dipu
+
+    class DipuInterface(DeviceInterface):
+        """torch.dipu as Inductor and Dynamo see it."""
+
+        device = dipu.device  # type: ignore[assignment]
+        Event = dipu.Event  # type: ignore[assignment]
+        Stream = dipu.Stream  # type: ignore[assignment]
+
+        class Worker:
+            """Device queries that compile workers may make."""
+
+            @staticmethod
+            def set_device(device: int) -> None:
+                dipu.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return dipu.current_device()
+
+            @staticmethod
+            def get_device_properties(device: Any = None) -> Any:
+                return dipu.get_device_properties(device)
+
+        @staticmethod
+        def current_device() -> int:
+            return dipu.current_device()
+
+        @staticmethod
+        def set_device(device: Any) -> None:
+            dipu.set_device(device)
+
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            prev = dipu.current_device()
+            if device >= 0 and device != prev:
+                dipu.set_device(device)
+            return prev
+
+        @staticmethod
+        def exchange_device(device: int) -> int:
+            prev = dipu.current_device()
+            if device != prev:
+                dipu.set_device(device)
+            return prev
+
+        @staticmethod
+        def device_count() -> int:
+            return dipu.device_count()
+
+        @staticmethod
+        def is_available() -> bool:
+            return dipu.is_available()
+
+        @staticmethod
+        def stream(stream: torch.Stream) -> Any:
+            return dipu.stream(stream)
+
+        @staticmethod
+        def current_stream() -> torch.Stream:
+            return dipu.current_stream()
+
+        @staticmethod
+        def set_stream(stream: torch.Stream) -> None:
+            dipu.set_stream(stream)
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            dipu.set_stream(dipu.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return dipu.current_stream(device_idx).dipu_stream
+
+        @staticmethod
+        def synchronize(device: Any = None) -> None:
+            dipu.synchronize(device)
+
+        @staticmethod
+        def get_compute_capability(device: Any = None) -> Any:
+            major, minor = dipu.get_device_capability(device)
+            return major * 10 + minor
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return dipu.is_bf16_supported()
+
+        @staticmethod
+        def memory_allocated(device: Any = None) -> int:
+            return dipu.memory_allocated(device)
+
+    return DipuInterface
+
+
+def _register_codegen() -> None:
+    from textwrap import dedent
+
+    from torch._inductor.codegen.common import (
+        DeviceOpOverrides,
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+    from torch._inductor.virtualized import V
+
+    class DipuDeviceOpOverrides(DeviceOpOverrides):
+        """The Python snippets Inductor's wrapper writes for dipu."""
+
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"from torch_dipu._inductor import get_raw_stream as {name}"
+
+        def set_device(self, device_idx: Any) -> str:
+            return f"torch.dipu.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return "torch.dipu.synchronize()"
+
+        def device_guard(self, device_idx: Any) -> str:
+            return f"torch.dipu.device({device_idx})"
+
+        def current_stream(self) -> str:
+            return "torch.dipu.current_stream()"
+
+        def aten_device_type(self) -> str:
+            return "at::kPrivateUse1"
+
+        def cpp_kernel_type(self) -> str:
+            return "void*"
+
+    from torch._inductor.codegen import wrapper as _w
+
+    # Wrapper lines that queue no stream work: after them, a stream
+    # synchronized before the previous host kernel is still idle.
+    quiet_lines = tuple(
+        getattr(_w, name)
+        for name in (
+            "MemoryPlanningLine",
+            "FreeLine",
+            "CommentLine",
+            "AssertSizeStrideLine",
+            "GroupedAssertSizeStrideLine",
+            "AssertAlignmentLine",
+            "KernelDefinitionLine",
+        )
+        if hasattr(_w, name)
+    )
+
+    class _DipuKernelCalls:
+        """Kernel calls of a wrapper: a generated kernel on dipu runs as a
+        host (C++) kernel, after the current stream is synchronized.
+
+        One synchronization covers a run of host kernels: `_dipu_idle` is
+        set after a host kernel call and cleared by any later line that may
+        queue stream work (an extern kernel, a fallback op, a copy: every
+        line except allocations, frees, asserts and comments)."""
+
+        _dipu_idle = False
+
+        def writeline(self, line):
+            if not isinstance(line, quiet_lines):
+                self._dipu_idle = False
+            super().writeline(line)
+
+        def generate_kernel_call(self, kernel_name, call_args, *, device=None, **kwargs):
+            device = device or V.graph.get_current_device_or_throw()
+            kwargs["device"] = device
+            if device.type != "dipu":
+                super().generate_kernel_call(kernel_name, call_args, **kwargs)
+                return
+            if not self._dipu_idle:
+                index = 0 if device.index is None else device.index
+                self.writeline(f"torch_dipu._inductor.sync_before_host_kernel({index})")
+            super().generate_kernel_call(kernel_name, call_args, **kwargs)
+            self._dipu_idle = True
+
+        def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, **kwargs):
+            device = device or V.graph.get_current_device_or_throw()
+            if device.type == "dipu":
+                device = torch.device("cpu")
+            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, **kwargs)
+
+    class DipuSubgraphWrapperCodegen(_DipuKernelCalls, SubgraphPythonWrapperCodegen):
+        """A subgraph's wrapper on dipu."""
+
+    class DipuWrapperCodegen(_DipuKernelCalls, PythonWrapperCodegen):
+        """The Python wrapper of a graph on dipu."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return DipuSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return DipuWrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.header.splice("import torch_dipu._inductor")
+
+    register_device_op_overrides("dipu", DipuDeviceOpOverrides())
+    register_backend_for_device("dipu", CppScheduling, DipuWrapperCodegen)
+    _schedule_dipu_as_cpu()
+
+
+def _schedule_dipu_as_cpu() -> None:
+    """Makes Inductor's scheduler treat dipu nodes as the C++ kernels they
+    become. Its CPU-only limits (no loop reordering, index inversion or
+    reindexing, which assume Triton's loop groups) are keyed on
+    `BaseSchedulerNode.is_cpu()`, i.e. on the device type "cpu"; without
+    this, fusing a reduction with a pointwise node on dipu fails inside
+    the scheduler."""
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    if getattr(BaseSchedulerNode.is_cpu, "_dipu", False):
+        return
+
+    def is_cpu(self) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", "dipu")
+
+    is_cpu._dipu = True  # type: ignore[attr-defined]
+    BaseSchedulerNode.is_cpu = is_cpu
+
+
+def get_raw_stream(device_index: int) -> int:
+    """The vendor handle of `device_index`'s current stream."""
+    return torch.dipu.current_stream(device_index).dipu_stream
+
+
+def _inductor_backend_init() -> None:
+    """Inductor's hook for the PrivateUse1 device, called on its first
+    compile for dipu: registers the device interface and, on a host-memory
+    vendor, the C++ code generator; on any other vendor it raises
+    DipuInductorUnsupported."""
+    register_device_interface()
+    vendor = torch.dipu.vendor_name()
+    if vendor not in _HOST_MEMORY_VENDORS:
+        raise DipuInductorUnsupported(_unsupported_message(vendor))
+    _register_codegen()
+
+
+_interface_registered = False
+
+
+def register_device_interface() -> None:
+    """Registers torch.dipu as Dynamo's and Inductor's device interface for
+    "dipu" (once)."""
+    global _interface_registered
+    if _interface_registered:
+        return
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    register_interface_for_device("dipu", _device_interface())
+    _interface_registered = True
+
+
+def install(device_module: Any) -> None:
+    """Makes torch.compile find dipu: sets Inductor's backend hook on
+    `device_module` (torch.dipu). Nothing is imported until the first
+    compile, so `import torch_dipu` stays as fast as before."""
+    device_module._inductor_backend_init = _inductor_backend_init
