@@ -26,6 +26,15 @@ struct diopiTensor;
 struct diopiContext;
 struct diopiGenerator;
 
+// `dipu_memory_record_history_stacks` flag: each event keeps a short
+// native stack (the runtime's frames and its caller's).
+#define DIPU_MEMORY_HISTORY_NATIVE 1
+
+// `dipu_memory_record_history_stacks` flag: each event keeps the frames
+// of the hook set by dipu_memory_history_set_frames_hook (Python's, for
+// PyTorch), after the native ones.
+#define DIPU_MEMORY_HISTORY_FRAMEWORK 2
+
 // What a `dipu_*` function returns: `DIPU_OK` (0) on success, else the
 // kind of failure, with a message in `dipu_last_error_message()`.
 //
@@ -180,6 +189,61 @@ typedef struct {
   // Vendor frees.
   uint64_t num_device_free;
 } dipu_memory_stats;
+
+// A pool of the allocator statistics: `DIPU_MEMORY_POOL_SMALL` or
+// `DIPU_MEMORY_POOL_LARGE` (PyTorch's `small_pool` and `large_pool`; which
+// blocks each holds is docs/allocator.md's "Pools in the statistics").
+typedef int32_t dipu_memory_pool;
+
+// One pool's part of a device allocator's statistics (the quantities of
+// dipu_memory_stats; the two pools add up to dipu_memory_stats', peaks
+// aside).
+typedef struct {
+  // Blocks handed out.
+  dipu_stat allocation;
+  // Segments obtained from the vendor.
+  dipu_stat segment;
+  // Blocks not reusable yet (allocated, or waiting for streams).
+  dipu_stat active;
+  // Free blocks inside partly used segments.
+  dipu_stat inactive_split;
+  // Bytes of blocks handed out.
+  dipu_stat allocated_bytes;
+  // Bytes obtained from the vendor.
+  dipu_stat reserved_bytes;
+  // Bytes of active blocks.
+  dipu_stat active_bytes;
+  // Bytes of inactive split blocks.
+  dipu_stat inactive_split_bytes;
+  // Bytes callers asked for.
+  dipu_stat requested_bytes;
+} dipu_memory_pool_stats;
+
+// Receives one frame while a hook names a capture: `filename` and `name`
+// are NUL-terminated (NULL reads as ""), valid during the call only.
+typedef void (*dipu_memory_frame_sink)(void *sink_ctx,
+                                       const char *filename,
+                                       uint32_t line,
+                                       const char *name);
+
+// Where the memory history takes a framework's frames from. The runtime
+// calls `capture` (on the allocating thread) for each recorded event while
+// framework frames are on, `symbolize` for each capture when a snapshot is
+// taken, and `release` once per capture when its last event leaves the
+// history. It holds none of its own locks during these calls, so they may
+// take the framework's (Python's GIL). They must be thread-safe and must
+// not unwind (C++ exceptions included).
+typedef struct {
+  // Passed to every callback.
+  void *user;
+  // A handle to the calling thread's frames now (cheap: no names yet),
+  // or 0 when it has none.
+  size_t (*capture)(void *user);
+  // Gives the frames of `handle`, innermost first, one `sink` call each.
+  void (*symbolize)(void *user, size_t handle, dipu_memory_frame_sink sink, void *sink_ctx);
+  // Frees `handle`.
+  void (*release)(void *user, size_t handle);
+} dipu_memory_frames_hook;
 
 // A `dipu_pointer_attributes.memory_type`: one of the `DIPU_MEMORY_*` values.
 typedef int32_t dipu_memory_type;
@@ -336,6 +400,12 @@ typedef struct {
 
 // complex128 (two f64): moved as 2 f64 per element; only SUM and AVG reduce it.
 #define DIPU_DTYPE_C128 13
+
+// Segments made for requests of at most 1 MiB, and their blocks.
+#define DIPU_MEMORY_POOL_SMALL 0
+
+// Every other segment, and its blocks.
+#define DIPU_MEMORY_POOL_LARGE 1
 
 // Memory this library did not hand out (or already freed).
 #define DIPU_MEMORY_UNREGISTERED 0
@@ -1116,6 +1186,17 @@ dipu_status dipu_empty_cache(int32_t device);
 // `out` must be NULL or valid for writing a dipu_memory_stats.
 dipu_status dipu_memory_get_stats(int32_t device, dipu_memory_stats *out);
 
+// Stores the part of `device`'s allocator statistics that `pool` (a
+// `DIPU_MEMORY_POOL_*` value) holds in `*out`.
+// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for an
+// unknown `pool` or a NULL `out`. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a dipu_memory_pool_stats.
+dipu_status dipu_memory_get_pool_stats(int32_t device,
+                                       dipu_memory_pool pool,
+                                       dipu_memory_pool_stats *out);
+
 // Restarts `device`'s peak statistics at their current values.
 // Errors: DIPU_STATUS_INVALID_DEVICE. Thread-safe.
 dipu_status dipu_memory_reset_peak_stats(int32_t device);
@@ -1176,6 +1257,25 @@ dipu_status dipu_memory_record_history(int64_t max_entries, int32_t stacks);
 // # Safety
 // `path` must be NULL or a NUL-terminated string.
 dipu_status dipu_memory_dump_snapshot(const char *path);
+
+// Sets where the memory history takes a framework's frames from (a copy
+// of `*hook` is kept), or removes it with NULL (framework frames stop;
+// events already recorded keep theirs and still release them through the
+// old hook, so its code must stay loaded).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a hook with a NULL callback.
+// Thread-safe.
+//
+// # Safety
+// `hook` must be NULL or point to a dipu_memory_frames_hook whose
+// callbacks keep its contract.
+dipu_status dipu_memory_history_set_frames_hook(const dipu_memory_frames_hook *hook);
+
+// dipu_memory_record_history with the stacks `stacks` says: a set of
+// `DIPU_MEMORY_HISTORY_NATIVE` and `DIPU_MEMORY_HISTORY_FRAMEWORK` (0: none).
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a negative `max_entries`, an
+// unknown flag, or `DIPU_MEMORY_HISTORY_FRAMEWORK` without a frames hook
+// (nothing changes then). Thread-safe.
+dipu_status dipu_memory_record_history_stacks(int64_t max_entries, uint32_t stacks);
 
 // Stores what `ptr` points into in `*out`: a live device allocation (its
 // device, start and size), a live pinned host block, or neither

@@ -6,6 +6,8 @@ use rustc_hash::FxHashMap as HashMap;
 use dipu_stream::Stream;
 use slab::Slab;
 
+use crate::stats::Pool;
+
 /// Index of a block in the arena.
 pub(crate) type BlockId = usize;
 /// Index of a segment in the arena.
@@ -38,6 +40,8 @@ pub(crate) struct Block {
     pub(crate) prev: Option<BlockId>,
     pub(crate) next: Option<BlockId>,
     pub(crate) used: Use,
+    /// Its segment's pool (copied here so statistics need no segment lookup).
+    pub(crate) pool: Pool,
     /// Streams other than the segment's that used the block (`record_stream`).
     pub(crate) other_streams: Vec<Stream>,
 }
@@ -52,6 +56,8 @@ pub(crate) struct Segment {
     pub(crate) blocks: usize,
     /// When the segment was made, for releasing the oldest first.
     pub(crate) born: u64,
+    /// The pool its blocks count in.
+    pub(crate) pool: Pool,
 }
 
 /// Every segment and block of one device allocator.
@@ -67,8 +73,14 @@ pub(crate) struct Arena {
 }
 
 impl Arena {
-    /// Adds a segment `[addr, addr + size)` for `stream`; returns its one free block.
-    pub(crate) fn add_segment(&mut self, addr: usize, size: usize, stream: Stream) -> BlockId {
+    /// Adds a segment `[addr, addr + size)` of `pool` for `stream`; returns its one free block.
+    pub(crate) fn add_segment(
+        &mut self,
+        addr: usize,
+        size: usize,
+        stream: Stream,
+        pool: Pool,
+    ) -> BlockId {
         self.clock += 1;
         let segment = self.segments.insert(Segment {
             addr,
@@ -77,6 +89,7 @@ impl Arena {
             first: 0,
             blocks: 1,
             born: self.clock,
+            pool,
         });
         let block = self.blocks.insert(Block {
             addr,
@@ -86,6 +99,7 @@ impl Arena {
             prev: None,
             next: None,
             used: Use::Free,
+            pool,
             other_streams: Vec::new(),
         });
         self.segments[segment].first = block;
@@ -133,10 +147,10 @@ impl Arena {
     /// Splits a free `block` so it keeps its first `size` bytes; returns the
     /// new free block holding the rest.
     pub(crate) fn split(&mut self, block: BlockId, size: usize) -> BlockId {
-        let (addr, old_size, segment, next) = {
+        let (addr, old_size, segment, next, pool) = {
             let b = &self.blocks[block];
             debug_assert!(size > 0 && size < b.size);
-            (b.addr, b.size, b.segment, b.next)
+            (b.addr, b.size, b.segment, b.next, b.pool)
         };
         let rest = self.blocks.insert(Block {
             addr: addr + size,
@@ -146,6 +160,7 @@ impl Arena {
             prev: Some(block),
             next,
             used: Use::Free,
+            pool,
             other_streams: Vec::new(),
         });
         if let Some(n) = next {

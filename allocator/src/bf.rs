@@ -190,14 +190,6 @@ impl Policy for BestFit {
     fn thread_cached(&self) -> bool {
         true
     }
-
-    fn pool_name(&self, size: usize) -> &'static str {
-        if size <= SMALL_SEGMENT {
-            "small"
-        } else {
-            "large"
-        }
-    }
 }
 
 #[cfg(test)]

@@ -132,10 +132,6 @@ impl Policy for BinSize {
     fn thread_cached(&self) -> bool {
         true
     }
-
-    fn pool_name(&self, _size: usize) -> &'static str {
-        "bin"
-    }
 }
 
 #[cfg(test)]

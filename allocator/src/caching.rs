@@ -98,9 +98,8 @@ impl<P: Policy> State<P> {
     /// Counts a reusable block as inactive-split when its segment is in use.
     fn count_inactive(&mut self, block: BlockId) {
         if !self.arena.is_whole_segment(block) {
-            let size = self.arena.blocks[block].size as u64;
-            self.stats.inactive_split.increase(1);
-            self.stats.inactive_split_bytes.increase(size);
+            let b = &self.arena.blocks[block];
+            self.stats.on_inactive_split(b.size, b.pool, true);
         }
     }
 
@@ -139,9 +138,8 @@ impl<P: Policy> State<P> {
     /// Takes a block out of the index (after `policy.take`, or to merge or release it).
     fn unindexed(&mut self, block: BlockId) {
         if !self.arena.is_whole_segment(block) {
-            let size = self.arena.blocks[block].size as u64;
-            self.stats.inactive_split.decrease(1);
-            self.stats.inactive_split_bytes.decrease(size);
+            let b = &self.arena.blocks[block];
+            self.stats.on_inactive_split(b.size, b.pool, false);
         }
     }
 
@@ -154,8 +152,8 @@ impl<P: Policy> State<P> {
 
     /// [`State::release`] for a block already taken out of `in_use`.
     fn release_unlisted(&mut self, block: BlockId) {
-        let size = self.arena.blocks[block].size;
-        self.stats.on_inactive(size);
+        let b = &self.arena.blocks[block];
+        self.stats.on_inactive(b.size, b.pool);
         self.cache_block(block);
     }
 
@@ -265,13 +263,14 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
         }
         let b = &mut st.arena.blocks[block];
         b.requested = bytes;
-        let (addr, size) = (b.addr, b.size);
+        let (addr, size, pool) = (b.addr, b.size, b.pool);
         if let (Some(id), Some(registry)) = (self.cached, st.fronts.as_mut()) {
             let live = Live {
                 block,
                 size,
                 requested: bytes,
                 stream,
+                pool,
             };
             let home = || Arc::downgrade(&self.state) as Weak<dyn Home>;
             if let Some(f) = front::lend(id, home, registry, addr, live) {
@@ -279,7 +278,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
             }
         }
         st.arena.in_use.insert(addr, block);
-        st.stats.on_allocate(size, bytes);
+        st.stats.on_allocate(size, bytes, pool);
         Ok(Allocation {
             ptr: addr as *mut c_void,
             size: bytes,
@@ -338,11 +337,9 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                 self.device
             )));
         };
-        let (size, requested) = (
-            st.arena.blocks[block].size,
-            st.arena.blocks[block].requested,
-        );
-        st.stats.on_free(size, requested);
+        let b = &st.arena.blocks[block];
+        let (size, requested, pool) = (b.size, b.requested, b.pool);
+        st.stats.on_free(size, requested, pool);
         let others = std::mem::take(&mut st.arena.blocks[block].other_streams);
         if others.is_empty() {
             st.release_unlisted(block);
@@ -488,7 +485,7 @@ impl<P: Policy> DeviceAllocator for CachingAllocator<P> {
                     pool: if expandable.is_some() {
                         "expandable"
                     } else {
-                        st.policy.pool_name(s.size)
+                        st.policy.pool_name(s.pool)
                     }
                     .to_owned(),
                     blocks,

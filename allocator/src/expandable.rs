@@ -89,7 +89,7 @@ impl Expandables {
             let _guard = DeviceGuard::new(self.vm.ctx, self.vm.device)?;
             self.vm.ctx.api().vmm_reserve(self.span)? as usize
         };
-        let block = arena.add_segment(base, self.span, stream);
+        let block = arena.add_segment(base, self.span, stream, crate::Pool::Large);
         let granules = vec![None; self.span / self.vm.granularity];
         self.by_stream.insert(
             stream,

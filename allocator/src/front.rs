@@ -22,7 +22,7 @@ use dipu_stream::Stream;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::arena::BlockId;
-use crate::stats::CacheTotals;
+use crate::stats::{CacheTotals, Pool};
 use crate::thread::ThreadState;
 
 /// Slots per thread and device (at most 32; fewer in loom models, whose
@@ -51,9 +51,15 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
 }
 
-/// Totals of the calls a thread cache served itself (written by its owner
-/// only, read by statistics).
+/// Totals of the calls a thread cache served itself, per pool (written by
+/// its owner only, read by statistics).
 pub(crate) struct Counters {
+    /// Indexed by [`Pool`]: a call bumps its block's pool's counters only.
+    pools: [PoolCounters; 2],
+}
+
+/// [`Counters`] of one pool.
+pub(crate) struct PoolCounters {
     pub(crate) hits: AtomicU64,
     pub(crate) hit_bytes: AtomicU64,
     pub(crate) hit_requested: AtomicU64,
@@ -94,35 +100,49 @@ fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl Counters {
-    /// The totals now.
-    pub(crate) fn totals(&self) -> CacheTotals {
+    fn new() -> Self {
+        let zero = || AtomicU64::new(0);
+        let pool = || PoolCounters {
+            hits: zero(),
+            hit_bytes: zero(),
+            hit_requested: zero(),
+            frees: zero(),
+            free_bytes: zero(),
+            free_requested: zero(),
+        };
+        Counters {
+            pools: [pool(), pool()],
+        }
+    }
+
+    /// The counters of `pool`.
+    #[inline]
+    fn of(&self, pool: Pool) -> &PoolCounters {
+        &self.pools[pool as usize]
+    }
+
+    /// The totals of `pool` now.
+    pub(crate) fn totals(&self, pool: Pool) -> CacheTotals {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let c = self.of(pool);
         CacheTotals {
-            hits: get(&self.hits),
-            hit_bytes: get(&self.hit_bytes),
-            hit_requested: get(&self.hit_requested),
-            frees: get(&self.frees),
-            free_bytes: get(&self.free_bytes),
-            free_requested: get(&self.free_requested),
+            hits: get(&c.hits),
+            hit_bytes: get(&c.hit_bytes),
+            hit_requested: get(&c.hit_requested),
+            frees: get(&c.frees),
+            free_bytes: get(&c.free_bytes),
+            free_requested: get(&c.free_requested),
         }
     }
 }
 
 impl Shared {
     fn new() -> Self {
-        let zero = || AtomicU64::new(0);
         Shared {
             slots: std::array::from_fn(|_| AtomicU64::new(EMPTY)),
             notice: AtomicBool::new(false),
             invalid: Mutex::new(Vec::new()),
-            counters: Counters {
-                hits: zero(),
-                hit_bytes: zero(),
-                hit_requested: zero(),
-                frees: zero(),
-                free_bytes: zero(),
-                free_requested: zero(),
-            },
+            counters: Counters::new(),
         }
     }
 
@@ -164,6 +184,8 @@ pub(crate) struct Live {
     pub(crate) size: usize,
     pub(crate) requested: usize,
     pub(crate) stream: Stream,
+    /// Its segment's pool (which counters its reuse bumps).
+    pub(crate) pool: Pool,
 }
 
 /// The slots whose bits are set in `bits`, lowest first.
@@ -312,7 +334,7 @@ impl Front {
             }
             self.occupied &= !(1 << k);
             self.out |= 1 << k;
-            let c = &self.shared.counters;
+            let c = self.shared.counters.of(s.live.pool);
             bump(&c.hits, 1);
             bump(&c.hit_bytes, s.live.size as u64);
             bump(&c.hit_requested, requested as u64);
@@ -392,7 +414,7 @@ impl Front {
         self.out &= !(1 << k);
         self.occupied |= 1 << k;
         publish(&self.shared.slots[k], live.block as u64 + 1);
-        let c = &self.shared.counters;
+        let c = self.shared.counters.of(live.pool);
         bump(&c.frees, 1);
         bump(&c.free_bytes, live.size as u64);
         bump(&c.free_requested, live.requested as u64);

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use crate::bs::{bin_size_in, HOST_STEPS};
 use crate::source::human;
-use crate::DeviceStats;
+use crate::{DeviceStats, Pool};
 
 /// Environment variable choosing the pinned-host allocator algorithm
 /// (`BS` or `RAW`; default `BS`).
@@ -159,11 +159,12 @@ impl State {
                 self.pending.push(p);
                 continue;
             }
-            self.stats.on_inactive(p.size);
+            self.stats.on_inactive(p.size, Pool::for_request(p.size));
             if cache {
                 self.cached.entry(p.size).or_default().push(p.addr);
             } else {
-                self.stats.on_segment_released(p.size);
+                self.stats
+                    .on_segment_released(p.size, Pool::for_request(p.size));
                 release.push((p.addr, p.size));
             }
         }
@@ -197,7 +198,8 @@ impl State {
         let mut release = Vec::new();
         for (size, addrs) in self.cached.drain() {
             for addr in addrs {
-                self.stats.on_segment_released(size);
+                self.stats
+                    .on_segment_released(size, Pool::for_request(size));
                 release.push((addr, size));
             }
         }
@@ -313,7 +315,7 @@ impl HostAllocator {
                         streams: Vec::new(),
                     },
                 );
-                st.stats.on_allocate(block, bytes);
+                st.stats.on_allocate(block, bytes, Pool::for_request(block));
             }
             (stale, hit)
         };
@@ -337,8 +339,8 @@ impl HostAllocator {
             ));
         }
         let mut st = self.state.lock();
-        st.stats.on_segment_created(size);
-        st.stats.on_allocate(size, bytes);
+        st.stats.on_segment_created(size, Pool::for_request(size));
+        st.stats.on_allocate(size, bytes, Pool::for_request(size));
         st.live.insert(
             ptr as usize,
             Live {
@@ -374,8 +376,9 @@ impl HostAllocator {
         {
             let mut st = self.state.lock();
             for p in &waited {
-                st.stats.on_inactive(p.size);
-                st.stats.on_segment_released(p.size);
+                st.stats.on_inactive(p.size, Pool::for_request(p.size));
+                st.stats
+                    .on_segment_released(p.size, Pool::for_request(p.size));
             }
             st.pending.extend(unfinished);
         }
@@ -443,14 +446,15 @@ impl HostAllocator {
             }
         }
         let size = live.size;
-        st.stats.on_free(size, live.requested);
+        st.stats
+            .on_free(size, live.requested, Pool::for_request(size));
         if events.is_empty() {
-            st.stats.on_inactive(size);
+            st.stats.on_inactive(size, Pool::for_request(size));
             if self.algorithm.caches() {
                 st.cached.entry(size).or_default().push(addr);
                 return Ok(());
             }
-            st.stats.on_segment_released(size);
+            st.stats.on_segment_released(size, Pool::for_request(size));
             drop(st);
             return self.give_back(vec![(addr, size)]);
         }

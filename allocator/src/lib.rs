@@ -59,7 +59,7 @@ pub use devices::{AllocatorWrapper, DeviceAllocators};
 pub use host::{HostAlgorithm, HostAllocator, ENV_HOST_ALGORITHM};
 pub use segments::{SegmentMap, SegmentRange};
 pub use snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
-pub use stats::{DeviceStats, Stat};
+pub use stats::{DeviceStats, Pool, PoolStats, Stat};
 pub use thread::{ThreadState, ThreadView};
 
 /// Memory handed out by a device allocator.

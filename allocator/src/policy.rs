@@ -5,7 +5,7 @@
 use dipu_stream::Stream;
 
 use crate::arena::{Arena, BlockId};
-use crate::Algorithm;
+use crate::{Algorithm, Pool};
 
 /// A caching algorithm's decisions.
 pub(crate) trait Policy: Send + 'static {
@@ -70,6 +70,15 @@ pub(crate) trait Policy: Send + 'static {
         false
     }
 
-    /// The pool a segment of `size` belongs to, for snapshots.
-    fn pool_name(&self, size: usize) -> &'static str;
+    /// The pool of a new segment made for a block of `size` (its blocks
+    /// count there in the statistics): small for at most 1 MiB, as CUDA's
+    /// small pool, unless the policy says otherwise.
+    fn segment_pool(&self, size: usize) -> Pool {
+        Pool::for_request(size)
+    }
+
+    /// The name snapshots give a segment of `pool`.
+    fn pool_name(&self, pool: Pool) -> &'static str {
+        pool.as_str()
+    }
 }

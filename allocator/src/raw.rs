@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::snapshot::{BlockInfo, BlockState, SegmentInfo, Snapshot};
 use crate::source::Source;
-use crate::{Algorithm, Allocation, DeviceAllocator, DeviceStats, LiveBlock};
+use crate::{Algorithm, Allocation, DeviceAllocator, DeviceStats, LiveBlock, Pool};
 
 struct Live {
     size: usize,
@@ -67,8 +67,10 @@ impl DeviceAllocator for RawAllocator {
             let allocated = st.stats.allocated_bytes.current;
             st.source.oom_error(bytes, bytes, reserved, allocated, &e)
         })?;
-        st.stats.on_segment_created(bytes);
-        st.stats.on_allocate(bytes, bytes);
+        // Each allocation is its own segment: its pool is its request's.
+        let pool = Pool::for_request(bytes);
+        st.stats.on_segment_created(bytes, pool);
+        st.stats.on_allocate(bytes, bytes, pool);
         st.live.insert(
             ptr as usize,
             Live {
@@ -99,10 +101,11 @@ impl DeviceAllocator for RawAllocator {
         for stream in &live.other_streams {
             stream.synchronize()?;
         }
-        st.stats.on_free(live.size, live.size);
-        st.stats.on_inactive(live.size);
+        let pool = Pool::for_request(live.size);
+        st.stats.on_free(live.size, live.size, pool);
+        st.stats.on_inactive(live.size, pool);
         st.source.free(ptr as usize)?;
-        st.stats.on_segment_released(live.size);
+        st.stats.on_segment_released(live.size, pool);
         Ok(())
     }
 
@@ -153,7 +156,7 @@ impl DeviceAllocator for RawAllocator {
                 address,
                 size: live.size,
                 stream: live.stream.id().as_u32(),
-                pool: "raw".to_owned(),
+                pool: Pool::for_request(live.size).as_str().to_owned(),
                 blocks: vec![BlockInfo {
                     address,
                     size: live.size,

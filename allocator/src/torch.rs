@@ -121,14 +121,6 @@ impl Policy for TorchPolicy {
             size < self.max_split && remaining > SMALL_REQUEST
         }
     }
-
-    fn pool_name(&self, size: usize) -> &'static str {
-        if size == SMALL_SEGMENT {
-            "small"
-        } else {
-            "large"
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use dipu_runtime::{Error, ErrorKind, Result};
 
 use crate::status::{dipu_status, fast_path, ffi_boundary, non_null, write_c_string, write_out};
 use crate::stream::{self, dipu_stream};
-use crate::types::dipu_memory_stats;
+use crate::types::{dipu_memory_stats, dipu_stat};
+use dipu_runtime::{Pool, PoolStats};
 
 /// Allocates at least `bytes` of device memory for use on `stream` (on
 /// the stream's device) from the caching allocator and stores the pointer
@@ -149,6 +150,87 @@ pub unsafe extern "C" fn dipu_memory_get_stats(
         let stats = dipu_runtime::get()?.stats(device)?;
         // SAFETY: forwarded caller's contract.
         unsafe { write_out(out, "out", stats.into()) }
+    })
+}
+
+/// A pool of the allocator statistics: `DIPU_MEMORY_POOL_SMALL` or
+/// `DIPU_MEMORY_POOL_LARGE` (PyTorch's `small_pool` and `large_pool`; which
+/// blocks each holds is docs/allocator.md's "Pools in the statistics").
+pub type dipu_memory_pool = i32;
+/// Segments made for requests of at most 1 MiB, and their blocks.
+pub const DIPU_MEMORY_POOL_SMALL: dipu_memory_pool = 0;
+/// Every other segment, and its blocks.
+pub const DIPU_MEMORY_POOL_LARGE: dipu_memory_pool = 1;
+
+/// One pool's part of a device allocator's statistics (the quantities of
+/// dipu_memory_stats; the two pools add up to dipu_memory_stats', peaks
+/// aside).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct dipu_memory_pool_stats {
+    /// Blocks handed out.
+    pub allocation: dipu_stat,
+    /// Segments obtained from the vendor.
+    pub segment: dipu_stat,
+    /// Blocks not reusable yet (allocated, or waiting for streams).
+    pub active: dipu_stat,
+    /// Free blocks inside partly used segments.
+    pub inactive_split: dipu_stat,
+    /// Bytes of blocks handed out.
+    pub allocated_bytes: dipu_stat,
+    /// Bytes obtained from the vendor.
+    pub reserved_bytes: dipu_stat,
+    /// Bytes of active blocks.
+    pub active_bytes: dipu_stat,
+    /// Bytes of inactive split blocks.
+    pub inactive_split_bytes: dipu_stat,
+    /// Bytes callers asked for.
+    pub requested_bytes: dipu_stat,
+}
+
+impl From<PoolStats> for dipu_memory_pool_stats {
+    fn from(s: PoolStats) -> Self {
+        dipu_memory_pool_stats {
+            allocation: s.allocation.into(),
+            segment: s.segment.into(),
+            active: s.active.into(),
+            inactive_split: s.inactive_split.into(),
+            allocated_bytes: s.allocated_bytes.into(),
+            reserved_bytes: s.reserved_bytes.into(),
+            active_bytes: s.active_bytes.into(),
+            inactive_split_bytes: s.inactive_split_bytes.into(),
+            requested_bytes: s.requested_bytes.into(),
+        }
+    }
+}
+
+/// Stores the part of `device`'s allocator statistics that `pool` (a
+/// `DIPU_MEMORY_POOL_*` value) holds in `*out`.
+/// Errors: DIPU_STATUS_INVALID_DEVICE, DIPU_STATUS_INVALID_ARGUMENT for an
+/// unknown `pool` or a NULL `out`. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a dipu_memory_pool_stats.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_memory_get_pool_stats(
+    device: i32,
+    pool: dipu_memory_pool,
+    out: *mut dipu_memory_pool_stats,
+) -> dipu_status {
+    ffi_boundary!("dipu_memory_get_pool_stats", {
+        non_null(out, "out")?;
+        let pool = match pool {
+            DIPU_MEMORY_POOL_SMALL => Pool::Small,
+            DIPU_MEMORY_POOL_LARGE => Pool::Large,
+            other => {
+                return Err(Error::invalid_argument(format!(
+                    "unknown memory pool {other}: expected DIPU_MEMORY_POOL_SMALL (0) or DIPU_MEMORY_POOL_LARGE (1)"
+                )))
+            }
+        };
+        let stats = dipu_runtime::get()?.stats(device)?;
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", (*stats.pool(pool)).into()) }
     })
 }
 

@@ -3,7 +3,7 @@
 //! ever, so the runtime keeps, per device, the totals at the last reset and
 //! reports what accumulated since.
 
-use dipu_allocator::{DeviceStats, Stat};
+use dipu_allocator::{DeviceStats, Pool, Stat};
 use parking_lot::Mutex;
 
 /// The accumulated totals of each device at its last reset.
@@ -34,19 +34,14 @@ impl Baselines {
         else {
             return stats;
         };
-        let pairs = [
-            (&mut stats.allocation, base.allocation),
-            (&mut stats.segment, base.segment),
-            (&mut stats.active, base.active),
-            (&mut stats.inactive_split, base.inactive_split),
-            (&mut stats.allocated_bytes, base.allocated_bytes),
-            (&mut stats.reserved_bytes, base.reserved_bytes),
-            (&mut stats.active_bytes, base.active_bytes),
-            (&mut stats.inactive_split_bytes, base.inactive_split_bytes),
-            (&mut stats.requested_bytes, base.requested_bytes),
-        ];
-        for (stat, base) in pairs {
-            subtract_totals(stat, base);
+        for (stat, base) in stats.all_mut().into_iter().zip(base.all().named()) {
+            subtract_totals(stat, base.1);
+        }
+        for pool in [Pool::Small, Pool::Large] {
+            let was = base.pool(pool).named();
+            for (stat, base) in stats.pool_mut(pool).stats_mut().into_iter().zip(was) {
+                subtract_totals(stat, base.1);
+            }
         }
         stats.num_alloc_retries = stats
             .num_alloc_retries
@@ -76,14 +71,19 @@ mod tests {
         let mut s = DeviceStats::default();
         s.allocated_bytes.increase(100);
         s.allocated_bytes.decrease(40);
+        s.large_pool.allocated_bytes.increase(100);
+        s.large_pool.allocated_bytes.decrease(40);
         s.num_device_alloc = 3;
         assert_eq!(b.apply(1, s), s, "no reset: unchanged");
         b.reset(1, s);
         s.allocated_bytes.increase(5);
+        s.large_pool.allocated_bytes.increase(5);
         s.num_device_alloc = 4;
         let got = b.apply(1, s);
         assert_eq!(got.allocated_bytes.allocated, 5);
         assert_eq!(got.allocated_bytes.freed, 0);
+        assert_eq!(got.large_pool.allocated_bytes.allocated, 5, "per pool too");
+        assert_eq!(got.large_pool.allocated_bytes.current, 65);
         assert_eq!(got.allocated_bytes.current, 65);
         assert_eq!(got.allocated_bytes.peak, 100);
         assert_eq!(got.num_device_alloc, 1);

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use dipu_allocator::history::{History, MemorySnapshot};
+use dipu_allocator::history::{FrameSource, History, MemorySnapshot, Stacks};
 use dipu_allocator::{AllocatorWrapper, SegmentMap};
 use dipu_deviceapi::{Error, Result};
 
@@ -33,6 +33,21 @@ impl Runtime {
     pub fn record_memory_history(&self, max_entries: usize, stacks: bool) {
         let before = self.history.record(max_entries, stacks);
         self.observers.switched(before > 0, max_entries > 0);
+    }
+
+    /// [`Runtime::record_memory_history`] with the stacks `stacks` says;
+    /// framework frames need a frame source
+    /// ([`Runtime::set_memory_frame_source`]), else `InvalidArgument`.
+    pub fn record_memory_history_stacks(&self, max_entries: usize, stacks: Stacks) -> Result<()> {
+        let before = self.history.record_stacks(max_entries, stacks)?;
+        self.observers.switched(before > 0, max_entries > 0);
+        Ok(())
+    }
+
+    /// Sets (or removes, with `None`) where the memory history takes the
+    /// framework's frames from (Python's, for PyTorch).
+    pub fn set_memory_frame_source(&self, source: Option<Arc<dyn FrameSource>>) {
+        self.history.set_frame_source(source);
     }
 
     /// Every device's segments and blocks now, with the recorded events.

@@ -54,9 +54,10 @@ pub use dipu_memcheck as memcheck;
 /// The runtime trace (`DIPU_PROFILE`).
 pub use dipu_profiler as profiler;
 
+pub use dipu_allocator::history::{Frame, FrameSource, Stacks};
 pub use dipu_allocator::{
     Algorithm, AllocatorConfig, DeviceAllocator, DeviceAllocators, DeviceStats, HostAlgorithm,
-    HostAllocator, Stat, ThreadState,
+    HostAllocator, Pool, PoolStats, Stat, ThreadState,
 };
 pub use dipu_deviceapi::{
     CopyKind, DeviceProperties, Error, ErrorKind, MemoryInfo, Result, VendorOrigin, VendorSpec,

@@ -7,7 +7,7 @@ use super::State;
 use crate::arena::{BlockId, Use};
 use crate::front::{Front, Home};
 use crate::policy::Policy;
-use crate::DeviceStats;
+use crate::{DeviceStats, Pool};
 use dipu_stream::sync::Mutex;
 
 impl<P: Policy> State<P> {
@@ -20,8 +20,8 @@ impl<P: Policy> State<P> {
         if b.used != Use::Lent(front) {
             return false;
         }
-        let (addr, size, requested) = (b.addr, b.size, b.requested);
-        self.stats.on_taken_back(size, requested);
+        let (addr, size, requested, pool) = (b.addr, b.size, b.requested, b.pool);
+        self.stats.on_taken_back(size, requested, pool);
         self.arena.in_use.remove(&addr);
         self.cache_block(block);
         true
@@ -64,7 +64,9 @@ impl<P: Policy> State<P> {
     pub(super) fn reported_stats(&self) -> DeviceStats {
         let mut stats = self.stats;
         for (i, shared) in self.fronts.iter().flatten() {
-            stats.add_cache_totals(shared.counters.totals());
+            for pool in [Pool::Small, Pool::Large] {
+                stats.add_cache_totals(shared.counters.totals(pool), pool);
+            }
             for block in shared.slotted() {
                 if let Some(b) = self
                     .arena
@@ -72,7 +74,8 @@ impl<P: Policy> State<P> {
                     .get(block)
                     .filter(|b| b.used == Use::Lent(i))
                 {
-                    stats.as_slotted(b.size, b.requested, !self.arena.is_whole_segment(block));
+                    let split = !self.arena.is_whole_segment(block);
+                    stats.as_slotted(b.size, b.requested, split, b.pool);
                 }
             }
         }
@@ -94,7 +97,10 @@ impl<P: Policy> Home for Mutex<State<P>> {
                 }
             }
         }
-        st.stats.add_cache_totals(front.shared.counters.totals());
+        for pool in [Pool::Small, Pool::Large] {
+            st.stats
+                .add_cache_totals(front.shared.counters.totals(pool), pool);
+        }
         if let Some(registry) = st.fronts.as_mut() {
             registry.try_remove(front.index);
         }

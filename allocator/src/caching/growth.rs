@@ -8,6 +8,7 @@ use dipu_stream::Stream;
 use super::State;
 use crate::arena::{BlockId, Use};
 use crate::policy::Policy;
+use crate::Pool;
 
 impl<P: Policy> State<P> {
     /// Unmaps free granules of the expandable segments until `want` bytes
@@ -21,7 +22,8 @@ impl<P: Policy> State<P> {
             let result = exp.unmap_free(&self.arena, want);
             let bytes = before - exp.mapped_total();
             crate::trace::granules(t0, self.source.device, false, bytes);
-            self.stats.reserved_bytes.decrease(bytes as u64);
+            // Expandable segments count in the large pool (docs/allocator.md).
+            self.stats.on_reserved(bytes as u64, Pool::Large, false);
             self.stats.num_device_free += (bytes / exp.vm.granularity) as u64;
             result?;
         }
@@ -76,7 +78,7 @@ impl<P: Policy> State<P> {
             // Counted from what is mapped, even after a failure part-way.
             let bytes = exp.mapped_total() - before;
             crate::trace::granules(t0, self.source.device, true, bytes);
-            self.stats.reserved_bytes.increase(bytes as u64);
+            self.stats.on_reserved(bytes as u64, Pool::Large, true);
             self.stats.num_device_alloc += (bytes / vm.granularity) as u64;
             exp.high_water = exp.high_water.max(self.stats.reserved_bytes.current);
             match mapped {
@@ -136,9 +138,10 @@ impl<P: Policy> State<P> {
                 break;
             }
             self.policy.remove(&self.arena, block);
+            let pool = self.arena.blocks[block].pool;
             let (addr, size) = self.arena.remove_segment(block);
             self.source.free(addr)?;
-            self.stats.on_segment_released(size);
+            self.stats.on_segment_released(size, pool);
         }
         if keep_below.is_none() {
             self.unmap_free_granules()?;
@@ -169,7 +172,7 @@ impl<P: Policy> State<P> {
                 .as_mut()
                 .expect("checked above")
                 .free_reservation(stream)?;
-            self.stats.segment.decrease(1);
+            self.stats.on_segment_count(Pool::Large, false);
         }
         Ok(())
     }
@@ -194,7 +197,7 @@ impl<P: Policy> State<P> {
             if let Some(block) = exp.reserve(&mut self.arena, stream)? {
                 let b = &self.arena.blocks[block];
                 self.source.register(b.addr, b.size);
-                self.stats.segment.increase(1);
+                self.stats.on_segment_count(Pool::Large, true);
                 return Ok(block);
             }
             // The stream's range cannot serve this pool (TORCH's small
@@ -234,8 +237,9 @@ impl<P: Policy> State<P> {
             }
             Err(e) => return Err(e),
         };
-        self.stats.on_segment_created(seg);
-        Ok(self.arena.add_segment(ptr as usize, seg, stream))
+        let pool = self.policy.segment_pool(size);
+        self.stats.on_segment_created(seg, pool);
+        Ok(self.arena.add_segment(ptr as usize, seg, stream, pool))
     }
 
     pub(super) fn oom_error(&self, requested: usize, segment: usize, cause: &Error) -> Error {

@@ -1,7 +1,8 @@
 //! Memory history: the last N allocation, free and segment events of each
-//! device (`DIPU_MEM_HISTORY=N`), with a short stack per event when asked
-//! (`DIPU_MEM_HISTORY_STACKS=1`), and snapshots of it in the pickle layout
-//! PyTorch's `torch.cuda._memory_viz` reads.
+//! device (`DIPU_MEM_HISTORY=N`), with a short native stack per event when
+//! asked (`DIPU_MEM_HISTORY_STACKS=1`) and the framework's frames (Python's,
+//! through a [`FrameSource`]) when set, and snapshots of it in the pickle
+//! layout PyTorch's `torch.cuda._memory_viz` reads.
 //!
 //! [`History`] holds the settings and one log per device; [`History::wrap`]
 //! puts a recording wrapper around a device allocator (one atomic load per
@@ -9,6 +10,7 @@
 //! the logs at one moment, written and read by [`MemorySnapshot::to_pickle`]
 //! and [`MemorySnapshot::from_pickle`].
 
+mod external;
 mod model;
 mod pickle;
 mod stacks;
@@ -20,11 +22,14 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::{DeviceAllocator, SegmentMap};
 
+pub use external::FrameSource;
 pub use model::{Action, Block, Frame, MemorySnapshot, Segment, TraceEntry};
+
+use external::Captured;
 
 /// `DIPU_MEM_HISTORY=N`: record the last N events of each device (0 or
 /// unset: off).
@@ -41,6 +46,9 @@ pub struct History {
     /// Events kept per device; 0 is off.
     max_entries: AtomicUsize,
     stacks: AtomicBool,
+    /// Whether events take the frame source's frames.
+    framework: AtomicBool,
+    source: RwLock<Option<Arc<dyn FrameSource>>>,
     logs: Mutex<Vec<Arc<DeviceLog>>>,
     /// Microseconds since the Unix epoch at `start`.
     epoch_us: u64,
@@ -52,8 +60,25 @@ impl std::fmt::Debug for History {
         f.debug_struct("History")
             .field("max_entries", &self.max_entries())
             .field("stacks", &self.stacks.load(Ordering::Relaxed))
+            .field("framework", &self.framework.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
+}
+
+/// Which stacks recorded events carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stacks {
+    /// The native stack (the runtime's and its caller's frames).
+    pub native: bool,
+    /// The frame source's frames (outer to the native ones).
+    pub framework: bool,
+}
+
+/// What an event's stacks are, captured before the log is locked.
+#[derive(Clone, Default)]
+pub(crate) struct Context {
+    native: Option<Arc<stacks::Stack>>,
+    framework: Option<Arc<Captured>>,
 }
 
 /// One device's log: its ring of events and the segments it has seen.
@@ -77,7 +102,7 @@ pub(crate) struct Recorded {
     pub(crate) size: usize,
     pub(crate) stream: u32,
     pub(crate) time_us: u64,
-    pub(crate) stack: Option<stacks::Stack>,
+    pub(crate) context: Context,
 }
 
 impl History {
@@ -89,6 +114,8 @@ impl History {
         Arc::new(History {
             max_entries: AtomicUsize::new(0),
             stacks: AtomicBool::new(false),
+            framework: AtomicBool::new(false),
+            source: RwLock::new(None),
             logs: Mutex::new(Vec::new()),
             epoch_us,
             start: Instant::now(),
@@ -121,11 +148,29 @@ impl History {
     }
 
     /// Records the last `max_entries` events of each device from now on,
-    /// with stacks when `stacks`; 0 stops recording (what was recorded is
-    /// kept for snapshots). A smaller `max_entries` drops the oldest.
-    /// Returns the `max_entries` it replaced.
+    /// with native stacks when `stacks`; 0 stops recording (what was
+    /// recorded is kept for snapshots). A smaller `max_entries` drops the
+    /// oldest. Returns the `max_entries` it replaced.
     pub fn record(&self, max_entries: usize, stacks: bool) -> usize {
+        let kinds = Stacks {
+            native: stacks,
+            framework: false,
+        };
+        self.record_stacks(max_entries, kinds)
+            .expect("native stacks need no frame source")
+    }
+
+    /// [`History::record`] with the stacks `stacks` says. Framework frames
+    /// need a frame source ([`History::set_frame_source`]): without one it
+    /// is an `InvalidArgument` error and nothing changes.
+    pub fn record_stacks(&self, max_entries: usize, stacks: Stacks) -> Result<usize> {
+        if stacks.framework && self.source.read().is_none() {
+            return Err(Error::invalid_argument(
+                "framework stacks asked for, but no frame source is set",
+            ));
+        }
         let was_on = self.max_entries() > 0;
+        let mut dropped = Vec::new();
         for log in self.logs.lock().iter() {
             let mut st = log.state.lock();
             if !was_on && max_entries > 0 {
@@ -134,11 +179,25 @@ impl History {
                 st.known = log.current_segments();
             }
             while max_entries > 0 && st.entries.len() > max_entries {
-                st.entries.pop_front();
+                dropped.extend(st.entries.pop_front());
             }
         }
-        self.stacks.store(stacks, Ordering::Relaxed);
-        self.max_entries.swap(max_entries, Ordering::AcqRel)
+        // (Released here, outside the logs' locks: a frame source's
+        // release may wait for the framework's own lock.)
+        drop(dropped);
+        self.stacks.store(stacks.native, Ordering::Relaxed);
+        self.framework.store(stacks.framework, Ordering::Relaxed);
+        Ok(self.max_entries.swap(max_entries, Ordering::AcqRel))
+    }
+
+    /// Sets (or, with `None`, removes) where framework frames come from.
+    /// Removing it stops framework frames; events already recorded keep
+    /// theirs (and the source they came from).
+    pub fn set_frame_source(&self, source: Option<Arc<dyn FrameSource>>) {
+        if source.is_none() {
+            self.framework.store(false, Ordering::Relaxed);
+        }
+        *self.source.write() = source;
     }
 
     /// Events kept per device (0: off).
@@ -183,7 +242,23 @@ impl History {
         self.epoch_us + self.start.elapsed().as_micros() as u64
     }
 
-    /// Appends an event to `log` (stack captured here when asked).
+    /// The stacks of an event happening now, as the settings ask.
+    #[inline(never)]
+    pub(crate) fn capture(&self) -> Context {
+        let native = self
+            .stacks
+            .load(Ordering::Relaxed)
+            .then(|| Arc::new(stacks::Stack::capture()));
+        let framework = if self.framework.load(Ordering::Relaxed) {
+            let source = self.source.read().clone();
+            source.and_then(|s| Captured::capture(&s))
+        } else {
+            None
+        };
+        Context { native, framework }
+    }
+
+    /// Appends an event to `log` (stacks captured here when asked).
     pub(crate) fn push(
         &self,
         log: &DeviceLog,
@@ -192,27 +267,45 @@ impl History {
         size: usize,
         stream: u32,
     ) {
+        if self.max_entries() == 0 {
+            return;
+        }
+        let context = self.capture();
+        self.push_with(log, action, addr, size, stream, context);
+    }
+
+    /// Appends an event whose stacks were captured already.
+    pub(crate) fn push_with(
+        &self,
+        log: &DeviceLog,
+        action: Action,
+        addr: usize,
+        size: usize,
+        stream: u32,
+        context: Context,
+    ) {
         let max = self.max_entries.load(Ordering::Acquire);
         if max == 0 {
             return;
         }
-        let stack = self
-            .stacks
-            .load(Ordering::Relaxed)
-            .then(stacks::Stack::capture);
         let entry = Recorded {
             action,
             addr,
             size,
             stream,
             time_us: self.now_us(),
-            stack,
+            context,
         };
-        let mut st = log.state.lock();
-        while st.entries.len() >= max {
-            st.entries.pop_front();
+        let mut dropped = Vec::new();
+        {
+            let mut st = log.state.lock();
+            while st.entries.len() >= max {
+                dropped.extend(st.entries.pop_front());
+            }
+            st.entries.push_back(entry);
         }
-        st.entries.push_back(entry);
+        // Released outside the log's lock (see `record_stacks`).
+        drop(dropped);
     }
 
     /// Records the segments of `log`'s device that appeared or went back to
@@ -247,6 +340,24 @@ impl History {
     }
 }
 
+impl Context {
+    /// The event's frames, innermost first: the native stack's (names
+    /// cached by address in `cache`), then the framework's.
+    pub(crate) fn frames(
+        &self,
+        cache: &mut std::collections::HashMap<usize, Vec<Frame>>,
+    ) -> Vec<Frame> {
+        let mut frames = self
+            .native
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.resolve(cache));
+        if let Some(f) = &self.framework {
+            frames.extend(f.resolve());
+        }
+        frames
+    }
+}
+
 impl DeviceLog {
     /// The device's segments now, by base.
     fn current_segments(&self) -> std::collections::BTreeMap<usize, usize> {
@@ -278,3 +389,6 @@ fn parse_count(name: &str, value: &str) -> Result<usize> {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, not(loom)))]
+mod external_tests;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::DeviceLog;
+use super::{Context, DeviceLog};
 use crate::{BlockState, DeviceAllocator};
 
 /// What happened in a recorded event.
@@ -150,22 +150,41 @@ pub(crate) fn build<'a>(
     let empty: Arc<[Frame]> = Arc::from(Vec::new());
     let mut resolved = HashMap::new();
     for log in logs {
-        let st = log.state.lock();
+        // Copied out first: a frame source names its frames outside the
+        // log's lock (it may wait for the framework's own lock).
+        let entries: Vec<(Action, usize, usize, u32, u64, Context)> = {
+            let st = log.state.lock();
+            st.entries
+                .iter()
+                .map(|r| {
+                    (
+                        r.action,
+                        r.addr,
+                        r.size,
+                        r.stream,
+                        r.time_us,
+                        r.context.clone(),
+                    )
+                })
+                .collect()
+        };
         let out = &mut traces[log.device as usize];
-        for r in &st.entries {
-            let frames = r.stack.as_ref().map_or_else(
-                || Arc::clone(&empty),
-                |s| Arc::from(s.resolve(&mut resolved)),
-            );
-            if r.action == Action::Alloc {
-                stacks.insert((log.device, r.addr), Arc::clone(&frames));
+        for (action, addr, size, stream, time_us, context) in entries {
+            let frames = context.frames(&mut resolved);
+            let frames = if frames.is_empty() {
+                Arc::clone(&empty)
+            } else {
+                Arc::from(frames)
+            };
+            if action == Action::Alloc {
+                stacks.insert((log.device, addr), Arc::clone(&frames));
             }
             out.push(TraceEntry {
-                action: r.action,
-                addr: r.addr,
-                size: r.size,
-                stream: r.stream,
-                time_us: r.time_us,
+                action,
+                addr,
+                size,
+                stream,
+                time_us,
                 frames,
             });
         }

@@ -67,4 +67,5 @@ fn is_own(name: &str) -> bool {
         || name.contains("dipu_allocator::history::traced::")
         || name.contains("dipu_allocator::history::stacks::")
         || name.contains("dipu_allocator::history::History::push")
+        || name.contains("dipu_allocator::history::History::capture")
 }

@@ -6,7 +6,7 @@ use dipu_vendor_host::{HostConfig, HostVendor};
 use super::*;
 use crate::{Algorithm, AllocatorConfig, BlockState};
 
-fn traced(history: &Arc<History>) -> (Box<dyn DeviceAllocator>, dipu_stream::Stream) {
+pub(super) fn traced(history: &Arc<History>) -> (Box<dyn DeviceAllocator>, dipu_stream::Stream) {
     let vendor = Arc::new(HostVendor::new(HostConfig::default()).unwrap());
     let ctx = DeviceContext::new(vendor).unwrap();
     let segments = Arc::new(SegmentMap::new());

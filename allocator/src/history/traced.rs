@@ -84,10 +84,12 @@ impl DeviceAllocator for Traced {
         let size = self.inner.find(addr).map_or(0, |b| b.requested);
         self.inner.free(ptr)?;
         // The stream is the allocation's; the log has it, the free does not.
-        self.history
-            .push(&self.log, Action::FreeRequested, addr, size, 0);
-        self.history
-            .push(&self.log, Action::FreeCompleted, addr, size, 0);
+        // One capture serves both events.
+        let context = self.history.capture();
+        let log = &self.log;
+        let h = &self.history;
+        h.push_with(log, Action::FreeRequested, addr, size, 0, context.clone());
+        h.push_with(log, Action::FreeCompleted, addr, size, 0, context);
         Ok(())
     }
 

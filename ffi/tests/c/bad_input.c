@@ -73,6 +73,14 @@ int main(void) {
   BAD(dipu_stream_from_pool(count, 0, &s), DIPU_STATUS_INVALID_DEVICE, "dipu_stream_from_pool");
   BAD(dipu_empty_cache(1000), DIPU_STATUS_INVALID_DEVICE, "dipu_empty_cache");
   BAD(dipu_memory_get_stats(-5, &stats), DIPU_STATUS_INVALID_DEVICE, "dipu_memory_get_stats");
+  {
+    dipu_memory_pool_stats pool;
+    BAD(dipu_memory_get_pool_stats(0, 7, &pool), DIPU_STATUS_INVALID_ARGUMENT, "dipu_memory_get_pool_stats");
+    BAD(dipu_memory_get_pool_stats(0, DIPU_MEMORY_POOL_SMALL, NULL), DIPU_STATUS_INVALID_ARGUMENT,
+        "dipu_memory_get_pool_stats");
+    BAD(dipu_memory_get_pool_stats(-5, DIPU_MEMORY_POOL_LARGE, &pool), DIPU_STATUS_INVALID_DEVICE,
+        "dipu_memory_get_pool_stats");
+  }
   BAD(dipu_device_synchronize(1000), DIPU_STATUS_INVALID_DEVICE, "dipu_device_synchronize");
   BAD(dipu_generator_manual_seed(1000, 1), DIPU_STATUS_INVALID_DEVICE, "dipu_generator_manual_seed");
   CHECK(dipu_stream_from_pool(0, 0, &s));

@@ -94,6 +94,15 @@ int main(void) {
   EXPECT(stats.allocation.current == 2 && stats.allocated_bytes.current >= N + 256);
   EXPECT(stats.reserved_bytes.current >= stats.allocated_bytes.current);
   EXPECT(stats.num_ooms == 0);
+  {
+    /* Both blocks are small requests: the small pool holds them all. */
+    dipu_memory_pool_stats small, large;
+    CHECK(dipu_memory_get_pool_stats(0, DIPU_MEMORY_POOL_SMALL, &small));
+    CHECK(dipu_memory_get_pool_stats(0, DIPU_MEMORY_POOL_LARGE, &large));
+    EXPECT(small.allocation.current == 2 && large.allocation.current == 0);
+    EXPECT(small.allocated_bytes.current == stats.allocated_bytes.current);
+    EXPECT(small.reserved_bytes.current + large.reserved_bytes.current == stats.reserved_bytes.current);
+  }
   CHECK(dipu_memory_snapshot_json(0, NULL, 0, &needed));
   EXPECT(needed > 2);
   json = (char *)malloc(needed + 64);
