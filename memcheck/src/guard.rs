@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use dipu_stream::StreamId;
 
 use crate::report;
-use crate::state;
+use crate::state::{self, FreedRecord};
 
 /// The byte every guard is filled with (the value a debug heap uses for
 /// its no-man's-land, rarely a kernel's output).
@@ -94,8 +94,9 @@ pub struct GuardViolation {
 
 impl GuardViolation {
     /// The message: side, first bad offset (from the user's pointer), the
-    /// bytes found, and the allocation with its backtraces.
-    fn message(&self) -> Option<String> {
+    /// bytes found, and the allocation (`freed`, else the checker's record
+    /// at the pointer) with its backtraces.
+    fn message(&self, freed: Option<&FreedRecord>) -> Option<String> {
         let k = find_bad_byte(&self.guard, self.side)?;
         let (offset, found) = match self.side {
             Side::After => (format!("+{}", self.size + k), &self.guard[k..]),
@@ -112,7 +113,9 @@ impl GuardViolation {
             Side::After => format!("{k} bytes past the end"),
             Side::Before => format!("{} bytes before the start", k + 1),
         };
-        let story = state::allocation_story(self.ptr).unwrap_or_else(|| {
+        let story = freed.map(FreedRecord::story);
+        let story = story.or_else(|| state::allocation_story(self.ptr));
+        let story = story.unwrap_or_else(|| {
             format!(
                 "allocation {:#x} ({} bytes on device {}, stream {}; not in the checker's records)",
                 self.ptr,
@@ -149,7 +152,17 @@ impl GuardViolation {
 /// intact; returns whether it was reported. With `DIPU_MEM_CHECK_ABORT=1`
 /// the process aborts after writing it.
 pub fn on_guard_violation(v: &GuardViolation) -> bool {
-    let Some(message) = v.message() else {
+    report_violation(v, None)
+}
+
+/// As [`on_guard_violation`], naming the freed allocation `freed` (taken
+/// out of the checker before its address was handed out again).
+pub fn on_guard_violation_of(v: &GuardViolation, freed: &FreedRecord) -> bool {
+    report_violation(v, Some(freed))
+}
+
+fn report_violation(v: &GuardViolation, freed: Option<&FreedRecord>) -> bool {
+    let Some(message) = v.message(freed) else {
         return false;
     };
     state::record_violation("out-of-bounds write", message);
@@ -202,10 +215,41 @@ mod tests {
             at_free: true,
             uses: 1,
         };
-        let m = v.message().unwrap();
+        let m = v.message(None).unwrap();
         assert!(m.contains("before the start"), "{m}");
         assert!(m.contains("offset -1 (1 bytes before the start)"), "{m}");
         assert!(m.contains(" ab (expected 0xfd)"), "{m}");
         assert!(m.contains("100 bytes on device 1"), "{m}");
+    }
+
+    #[test]
+    fn a_freed_record_taken_out_names_the_freed_allocation_after_reuse() {
+        let ptr = 0x5a5a_0000_0000;
+        state::on_alloc(ptr, 100, crate::Location::Device(3), None);
+        assert!(state::take_freed(ptr).is_none(), "live: nothing to take");
+        state::on_free(ptr);
+        let freed = state::take_freed(ptr).unwrap();
+        assert!(state::take_freed(ptr).is_none(), "taken once");
+        // The address is handed out again.
+        state::on_alloc(ptr, 100, crate::Location::Device(3), None);
+        let mut guard = vec![GUARD_PATTERN; 8];
+        guard[0] = 0xAB;
+        let v = GuardViolation {
+            ptr,
+            size: 100,
+            device: 3,
+            stream: StreamId::DEFAULT,
+            side: Side::After,
+            guard,
+            at_free: true,
+            uses: 1,
+        };
+        let named = v.message(Some(&freed)).unwrap();
+        let current = v.message(None).unwrap();
+        assert!(named.contains("; freed (free #"), "{named}");
+        assert!(current.contains("; still live"), "{current}");
+        let seq = |m: &str| m.split("allocation #").nth(1).map(|t| t.to_owned());
+        assert_ne!(seq(&named), seq(&current), "{named}\n{current}");
+        state::on_free(ptr);
     }
 }

@@ -49,8 +49,8 @@ pub use config::{
     ENV_MAX_BLOCK, ENV_MEM_CHECK, ENV_POISON, ENV_QUARANTINE_BYTES,
 };
 pub use guard::{
-    abort_on_violation, find_bad_byte, guard_bytes, on_guard_violation, set_options,
-    GuardViolation, Side, GUARD_PATTERN, MAX_GUARD_BYTES,
+    abort_on_violation, find_bad_byte, guard_bytes, on_guard_violation, on_guard_violation_of,
+    set_options, GuardViolation, Side, GUARD_PATTERN, MAX_GUARD_BYTES,
 };
 pub use poison::{
     keep, on_poison_violation, poison, quarantine_bytes, release, set_poison, PoisonViolation,
@@ -58,8 +58,8 @@ pub use poison::{
 };
 pub use report::{Block, Frame, LeakGroup, Report, Violation};
 pub use state::{
-    check_access, note, on_alloc, on_bad_free, on_exit, on_free, records_count, EXIT_CHECK_TIMEOUT,
-    MAX_FRAMES,
+    check_access, note, on_alloc, on_bad_free, on_exit, on_free, records_count, take_freed,
+    FreedRecord, EXIT_CHECK_TIMEOUT, MAX_FRAMES,
 };
 
 pub use dipu_stream::StreamId;

@@ -543,7 +543,11 @@ pub(crate) fn register_at_exit() {
 pub(crate) fn allocation_story(ptr: usize) -> Option<String> {
     let s = shard(ptr).lock();
     let e = s.map.get(&ptr)?;
-    let free = match &e.free {
+    Some(story(ptr, &e.record, e.free.as_ref()))
+}
+
+fn story(ptr: usize, record: &Record, free: Option<&Free>) -> String {
+    let free = match free {
         Some(f) => format!(
             "; freed (free #{} by thread {}){}",
             f.seq,
@@ -552,11 +556,52 @@ pub(crate) fn allocation_story(ptr: usize) -> Option<String> {
         ),
         None => "; still live".to_owned(),
     };
-    Some(format!(
+    format!(
         "allocation {}{free}{}",
-        describe(ptr, &e.record),
-        trace("allocated at", e.record.backtrace.as_deref()),
-    ))
+        describe(ptr, record),
+        trace("allocated at", record.backtrace.as_deref()),
+    )
+}
+
+/// A freed allocation's record taken out of the checker ([`take_freed`])
+/// before its address is handed out again, so that a report made later
+/// (when a copy of its guards queued on its stream has come back) still
+/// names it, with its backtraces.
+pub struct FreedRecord {
+    ptr: usize,
+    record: Record,
+    free: Free,
+}
+
+impl FreedRecord {
+    /// The allocation as a violation names it.
+    pub(crate) fn story(&self) -> String {
+        story(self.ptr, &self.record, Some(&self.free))
+    }
+}
+
+impl std::fmt::Debug for FreedRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FreedRecord")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("allocation", &self.record.seq)
+            .field("free", &self.free.seq)
+            .finish()
+    }
+}
+
+/// Takes the record of the freed allocation at `ptr` out of the checker's
+/// maps: `None` when `ptr` is live, unknown or forgotten.
+pub fn take_freed(ptr: usize) -> Option<FreedRecord> {
+    let mut s = shard(ptr).lock();
+    // Live: nothing to take.
+    s.map.get(&ptr)?.free.as_ref()?;
+    let e = s.map.remove(&ptr)?;
+    Some(FreedRecord {
+        ptr,
+        record: e.record,
+        free: e.free?,
+    })
 }
 
 /// Logs a violation found by a check (not by a call: no backtrace of the

@@ -260,36 +260,38 @@ fn seq_of(p: *mut c_void) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn a_write_in_a_kept_block_is_found_before_its_reuse_naming_the_allocation() {
-    let _g = Guarded::new();
+/// Frees `size` bytes (kept), allocates them again on the same stream
+/// (the kept block), writes one byte at `+size+1` on that stream, frees,
+/// and allocates `size` bytes once more: the kept block's guards are
+/// checked before that reuse, naming the allocation that wrote.
+fn kept_block_overrun_is_named_at_reuse(size: usize) {
     let rt = runtime(Algorithm::BestFit, false);
     let s = rt.context().stream_from_pool(0, false).unwrap();
-    let p = rt.allocate_raw(2000, s).unwrap();
+    let p = rt.allocate_raw(size, s).unwrap();
     rt.free_raw(0, p).unwrap();
-    // A kept block is reused once its stream has finished the work queued
-    // before the free (here the guard fill); a busy stream gets a new one.
-    s.synchronize().unwrap();
-    let q = rt.allocate_raw(2000, s).unwrap();
-    assert_eq!(q, p, "kept and reused without a refill");
+    let q = rt.allocate_raw(size, s).unwrap();
+    assert_eq!(q, p, "{size}: kept and reused without a refill");
     let seq = seq_of(q);
-    stray_write(&rt, q as usize + 2000 + 1, &s);
+    stray_write(&rt, q as usize + size + 1, &s);
     rt.free_raw(0, q).unwrap();
-    assert!(violations_of(p).is_empty(), "kept: not checked yet");
+    assert!(violations_of(p).is_empty(), "{size}: kept: not checked yet");
+    // The next allocation of that size on the idle stream checks the kept
+    // block first.
     s.synchronize().unwrap();
-    // The next allocation of that size checks the kept block first.
-    let r = rt.allocate_raw(2000, s).unwrap();
+    let r = rt.allocate_raw(size, s).unwrap();
     let v = violations_of(p);
-    assert_eq!(v.len(), 1, "{v:?}");
-    assert!(
-        v[0].contains("offset +2001 (1 bytes past the end)"),
-        "{}",
-        v[0]
-    );
+    assert_eq!(v.len(), 1, "{size}: {v:?}");
+    let at = format!("offset +{} (1 bytes past the end)", size + 1);
+    assert!(v[0].contains(&at), "{size}: {}", v[0]);
     assert!(v[0].contains("found at its free"), "{}", v[0]);
     assert!(
         v[0].contains(&format!("allocation #{seq} by thread")),
         "names the allocation that wrote (#{seq}): {}",
+        v[0]
+    );
+    assert!(
+        v[0].contains("memcheck_guards::kept_block_overrun_is_named_at_reuse"),
+        "with its backtrace: {}",
         v[0]
     );
     assert!(!v[0].contains("kept for reuse"), "{}", v[0]);
@@ -297,6 +299,96 @@ fn a_write_in_a_kept_block_is_found_before_its_reuse_naming_the_allocation() {
     rt.free_raw(0, r).unwrap();
     assert_eq!(rt.check_guards().unwrap(), 0);
     assert!(rt.release_and_report().is_clean());
+}
+
+#[test]
+fn a_write_in_a_kept_block_is_found_before_its_reuse_naming_the_allocation() {
+    let _g = Guarded::new();
+    kept_block_overrun_is_named_at_reuse(2000);
+}
+
+/// A 2 MiB block is kept too (its two guards read back one by one, the
+/// block being larger than a whole-block read).
+#[test]
+fn a_write_past_a_kept_2_mib_block_is_found_before_its_reuse_naming_the_allocation() {
+    let _g = Guarded::new();
+    kept_block_overrun_is_named_at_reuse(2 << 20);
+}
+
+/// A kept block whose stream is still busy is handed out at once (no
+/// wait for the stream), and a write past the end by the freed
+/// allocation, still queued then, is reported once its guards' copy is
+/// back, naming that allocation and not the one that has the block now
+/// (whose guards were refilled).
+#[test]
+fn a_kept_block_on_a_busy_stream_is_handed_out_at_once_and_its_overrun_named_later() {
+    let _g = Guarded::new();
+    let rt = runtime(Algorithm::BestFit, false);
+    let s = rt.context().stream_from_pool(0, false).unwrap();
+    let size = 3000;
+    let p = rt.allocate_raw(size, s).unwrap();
+    let seq = seq_of(p);
+    // Hold the stream until `open` (or 20 s, so that a reuse that waits
+    // for the stream fails below instead of hanging).
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = Arc::clone(&open);
+    let hold = Box::new(move || {
+        let t = std::time::Instant::now();
+        while !gate.load(std::sync::atomic::Ordering::Acquire)
+            && t.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    // SAFETY: the stream is live; the callback touches only its flag.
+    match unsafe { rt.api().launch_host_func(s.raw(), hold) } {
+        Ok(()) => {}
+        Err(e) if e.kind() == dipu_runtime::ErrorKind::Unsupported => {
+            eprintln!("skipped: the vendor has no host callbacks to hold a stream with");
+            rt.free_raw(0, p).unwrap();
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    }
+    stray_write(&rt, p as usize + size + 1, &s);
+    rt.free_raw(0, p).unwrap();
+    let t = std::time::Instant::now();
+    let q = rt.allocate_raw(size, s).unwrap();
+    let took = t.elapsed();
+    assert_eq!(q, p, "the kept block, handed out again");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "no wait for the stream: {took:?}"
+    );
+    assert!(violations_of(p).is_empty(), "its copy is behind the hold");
+    open.store(true, std::sync::atomic::Ordering::Release);
+    s.synchronize().unwrap();
+    let seq_q = seq_of(q);
+    assert_ne!(seq_q, seq);
+    // Judged by the next check (or the next allocation or free that finds
+    // the copy back).
+    assert_eq!(rt.check_guards().unwrap(), 1);
+    let v = violations_of(p);
+    assert_eq!(v.len(), 1, "{v:?}");
+    let at = format!("offset +{} (1 bytes past the end)", size + 1);
+    assert!(v[0].contains(&at), "{}", v[0]);
+    assert!(
+        v[0].contains(&format!("allocation #{seq} by thread")),
+        "names the allocation that wrote (#{seq}, not #{seq_q}): {}",
+        v[0]
+    );
+    assert!(v[0].contains("freed (free #"), "{}", v[0]);
+    assert!(
+        v[0].contains("freed at:"),
+        "with the free's backtrace: {}",
+        v[0]
+    );
+    // The block's new user has fresh guards: nothing more to report.
+    rt.free_raw(0, q).unwrap();
+    let r = rt.allocate_raw(size, s).unwrap();
+    rt.free_raw(0, r).unwrap();
+    assert_eq!(rt.check_guards().unwrap(), 0);
+    assert_eq!(violations_of(p).len(), 1);
 }
 
 #[test]
@@ -408,13 +500,13 @@ fn exit_child() {
 
 /// A write past the end of a freed block that nothing checked (no check,
 /// no shutdown, no later allocation) is reported at process exit, naming
-/// the allocation: a kept block (1000 bytes, 4 MiB) and one not kept
+/// the allocation: a kept block (1000 bytes, 2 and 4 MiB) and one not kept
 /// (8 MiB). Runs this test binary again as the child, on the vendor of the
 /// environment.
 #[test]
 fn an_overrun_nobody_checked_is_reported_at_exit() {
     let _g = LOCK.lock();
-    for bytes in [1000usize, 4 << 20, 8 << 20] {
+    for bytes in [1000usize, 2 << 20, 4 << 20, 8 << 20] {
         let dir = std::env::temp_dir().join(format!(
             "dipu-memcheck-exit-{}-{bytes}.log",
             std::process::id()

@@ -28,9 +28,10 @@ use dipu_allocator::{
     Algorithm, Allocation, AllocatorWrapper, DeviceAllocator, DeviceStats, LiveBlock, Snapshot,
 };
 use dipu_deviceapi::{CopyKind, Error, Result};
-use dipu_memcheck::{GuardViolation, Side, GUARD_PATTERN};
+use dipu_memcheck::{FreedRecord, GuardViolation, Side, GUARD_PATTERN};
 use dipu_stream::{DeviceContext, DeviceGuard, PooledEvent, Stream};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 /// The allocators' alignment: the guard before a buffer is rounded up to
 /// it, so the user's pointer keeps the alignment of an unguarded one.
@@ -80,11 +81,17 @@ struct Pending {
     /// the allocator once its guards are judged, so that no allocation
     /// gets its pointer before the report can name the freed allocation.
     held: bool,
+    /// The freed allocation's record, taken out of the checker when the
+    /// block was handed out again before this copy came back (a kept block
+    /// reused on a busy stream): the report names it.
+    freed: Option<FreedRecord>,
 }
 
 #[derive(Default)]
 struct State {
-    live: HashMap<usize, Live>,
+    /// By the user's pointer (Fx-hashed: looked up at every allocation,
+    /// free and `find`).
+    live: FxHashMap<usize, Live>,
     pending: Vec<Pending>,
     /// Poisoned frees held back from reuse, oldest first.
     quarantine: VecDeque<quarantine::Quarantined>,
@@ -252,25 +259,56 @@ impl Guarded {
         }
     }
 
+    /// Queues on `stream` the fill of both guards of the `bytes` at `user`
+    /// with [`GUARD_PATTERN`].
+    fn fill_guards(&self, user: usize, bytes: usize, stream: Stream) -> Result<()> {
+        let GuardSizes { front, back } = self.sizes;
+        let _d = DeviceGuard::new(self.ctx, self.device())?;
+        for (addr, len) in [(user - front, front), (user + bytes, back)] {
+            if len > 0 {
+                // SAFETY: `addr..addr + len` is a guard of a block this
+                // allocator holds and has not handed out with these bytes
+                // yet (just allocated, or being handed out again after
+                // the copy of its guards, queued before on `stream`).
+                unsafe {
+                    self.ctx.api().memset_async(
+                        addr as *mut c_void,
+                        GUARD_PATTERN,
+                        len,
+                        stream.raw(),
+                    )?
+                };
+            }
+        }
+        Ok(())
+    }
+
     /// Copies `bytes` of device memory at `addr` back to the host.
     fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
-        // Not zeroed first: the copy writes every byte.
-        let mut host: Vec<u8> = Vec::with_capacity(bytes);
+        let mut host = Vec::new();
+        self.read_append(addr, bytes, &mut host)?;
+        Ok(host)
+    }
+
+    /// Copies `bytes` of device memory at `addr` to the end of `host`.
+    fn read_append(&self, addr: usize, bytes: usize, host: &mut Vec<u8>) -> Result<()> {
+        host.reserve(bytes);
+        let len = host.len();
         let _g = DeviceGuard::new(self.ctx, self.device())?;
         // SAFETY: `addr..addr + bytes` lies inside a block this allocator
         // holds (a guard or a kept block), and `host` has room for `bytes`
-        // bytes.
+        // more bytes (not zeroed first: the copy writes every byte).
         unsafe {
             self.ctx.api().memcpy(
-                host.as_mut_ptr().cast(),
+                host.as_mut_ptr().add(len).cast(),
                 addr as *const c_void,
                 bytes,
                 CopyKind::DeviceToHost,
             )?
         };
-        // SAFETY: the synchronous copy above initialised all `bytes`.
-        unsafe { host.set_len(bytes) };
-        Ok(host)
+        // SAFETY: the synchronous copy above initialised those `bytes`.
+        unsafe { host.set_len(len + bytes) };
+        Ok(())
     }
 
     /// Copies both guards of the live allocation at `user` back now and
@@ -279,12 +317,20 @@ impl Guarded {
         let GuardSizes { front, back } = self.sizes;
         let before = self.read(user - front, front)?;
         let after = self.read(user + live.bytes, back)?;
-        Ok(self.judge(user, live, [&before, &after], false))
+        Ok(self.judge(user, live, [&before, &after], false, None))
     }
 
     /// Reports each side of `guards` (before, after) that is overwritten
-    /// and not reported yet; returns how many it reported.
-    fn judge(&self, user: usize, live: &mut Live, guards: [&[u8]; 2], at_free: bool) -> usize {
+    /// and not reported yet, naming `freed` if given (else the checker's
+    /// record at `user`); returns how many it reported.
+    fn judge(
+        &self,
+        user: usize,
+        live: &mut Live,
+        guards: [&[u8]; 2],
+        at_free: bool,
+        freed: Option<&FreedRecord>,
+    ) -> usize {
         let mut found = 0;
         for (side, guard) in [(Side::Before, guards[0]), (Side::After, guards[1])] {
             if intact(guard) || live.reported[side_index(side)] {
@@ -300,7 +346,11 @@ impl Guarded {
                 at_free,
                 uses: live.uses,
             };
-            if dipu_memcheck::on_guard_violation(&v) {
+            let reported = match freed {
+                Some(f) => dipu_memcheck::on_guard_violation_of(&v, f),
+                None => dipu_memcheck::on_guard_violation(&v),
+            };
+            if reported {
                 live.reported[side_index(side)] = true;
                 found += 1;
             }
@@ -328,7 +378,7 @@ impl Guarded {
             }
             let mut p = state.pending.swap_remove(i);
             let (front, back) = p.copy.split_at(self.sizes.front);
-            let bad = self.judge(p.user, &mut p.live, [front, back], true);
+            let bad = self.judge(p.user, &mut p.live, [front, back], true, p.freed.as_ref());
             found += bad;
             state.judged += bad;
             if p.held {
@@ -359,6 +409,7 @@ impl Guarded {
             copy,
             done,
             held: held.is_none(),
+            freed: None,
         });
         let settled = self.settle(state, false);
         if let Some(q) = held {
@@ -460,25 +511,7 @@ impl DeviceAllocator for Handle {
         };
         let base = a.ptr as usize;
         let user = base + front;
-        let filled = (|| {
-            let _d = DeviceGuard::new(g.ctx, a.device)?;
-            for (addr, len) in [(base, front), (user + bytes, back)] {
-                if len > 0 {
-                    // SAFETY: `addr..addr + len` lies inside the block just
-                    // allocated (`total` bytes from `base`), which nobody
-                    // else has yet.
-                    unsafe {
-                        g.ctx.api().memset_async(
-                            addr as *mut c_void,
-                            GUARD_PATTERN,
-                            len,
-                            stream.raw(),
-                        )?
-                    };
-                }
-            }
-            Ok::<(), Error>(())
-        })();
+        let filled = g.fill_guards(user, bytes, stream);
         if let Err(e) = filled {
             let _ = g.inner.free(a.ptr);
             return Err(e.context("filling the memory checker's guard bytes"));

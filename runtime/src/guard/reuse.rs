@@ -4,27 +4,35 @@
 //! same size on that stream takes it without a refill.
 //!
 //! Its guards are checked **before it is handed out again**, so that a
-//! violation names the allocation that wrote it: when the stream has
-//! finished its work (so the freed allocation's writes are done), the
-//! guards are read back there and then (one synchronous copy of the block
-//! for blocks up to [`WHOLE_BLOCK_READ`], else one per guard). A block
-//! found overwritten is reported and given back to the allocator (the next
-//! allocation there refills its guards); an intact one is handed out. When
-//! the stream is still busy the reuse waits for it first (the trade: see
-//! `docs/memcheck.md`).
+//! violation names the allocation that wrote it:
+//! - when the stream has finished its work (so the freed allocation's
+//!   writes are done), the guards are read back there and then (one
+//!   synchronous copy of the block for blocks up to [`WHOLE_BLOCK_READ`],
+//!   else one per guard). A block found overwritten is reported and given
+//!   back to the allocator (the next allocation there refills its guards);
+//!   an intact one is handed out;
+//! - when the stream is still busy, nothing waits: the copy of the guards
+//!   is queued on the stream behind the freed allocation's work, then
+//!   their refill, and the block is handed out at once (its next user's
+//!   work runs after both, by stream order). The freed allocation's record
+//!   is taken out of the checker, and the copy, once back, is judged
+//!   naming it.
+//!
 //! Kept blocks also leave, checked as at a free, when the kept bytes are
 //! full, at `empty_cache`, when the allocator runs out, and at a check of
 //! every guard (and so at shutdown and at process exit).
 //!
-//! So a cache-hit pair queues no device work: on an idle stream it reads
-//! the block (or its guards) back once, synchronously.
+//! So a cache-hit pair on an idle stream queues no device work and reads
+//! the block (or its guards) back once, synchronously; on a busy stream it
+//! queues two or three small operations and an event.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
 
 use dipu_deviceapi::Result;
 use dipu_stream::Stream;
+use rustc_hash::FxHashMap;
 
-use super::{Guarded, Live, State};
+use super::{Guarded, Live, Pending, State};
 
 /// The largest allocation kept (4 MiB).
 pub(super) const MAX_KEPT_BLOCK: usize = 4 << 20;
@@ -37,7 +45,7 @@ pub(super) const WHOLE_BLOCK_READ: usize = 64 << 10;
 /// The kept blocks of one device, by stream and size: their user pointers.
 #[derive(Default)]
 pub(super) struct Reuse {
-    by_key: HashMap<(Stream, usize), Vec<usize>>,
+    by_key: FxHashMap<(Stream, usize), Vec<usize>>,
     /// Bytes (with guards) kept.
     bytes: usize,
 }
@@ -50,11 +58,12 @@ impl Reuse {
 }
 
 impl Guarded {
-    /// Takes a kept block of `bytes` on `stream` whose guards are intact
-    /// (checked now, naming the freed allocation if not): the new live
-    /// allocation's user pointer, or `None` (nothing kept, or the guards
-    /// overwritten: the caller allocates afresh). Waits for the stream
-    /// first when it is still busy (without holding the state's lock).
+    /// Takes a kept block of `bytes` on `stream`: the new live
+    /// allocation's user pointer, or `None` (nothing kept, or its guards
+    /// overwritten: the caller allocates afresh). On an idle stream its
+    /// guards are checked now (naming the freed allocation); on a busy one
+    /// they are copied back and refilled in stream order and judged later
+    /// ([`Guarded::reuse_busy`]). Never waits for the stream.
     pub(super) fn reuse(&self, bytes: usize, stream: Stream) -> Option<usize> {
         let user = {
             let mut state = self.state.lock();
@@ -70,12 +79,16 @@ impl Guarded {
             uses: 1,
         };
         // The freed allocation's work must be done before its guards are
-        // read: on a busy stream, wait for it.
-        let ready = match stream.query() {
-            Ok(true) => Ok(()),
-            _ => stream.synchronize(),
-        };
-        let intact = match ready.and_then(|()| self.check_kept(user, &mut freed)) {
+        // read: on a busy stream they are read back later, in stream order.
+        match stream.query() {
+            Ok(true) => {}
+            Ok(false) => return self.reuse_busy(user, freed),
+            Err(e) => {
+                tracing::warn!("dipu memcheck: querying a kept block's stream: {e}");
+                return self.reuse_busy(user, freed);
+            }
+        }
+        let intact = match self.check_kept(user, &mut freed) {
             Ok(found) => found == 0,
             Err(e) => {
                 tracing::warn!("dipu memcheck: checking a kept block's guards: {e}");
@@ -93,24 +106,95 @@ impl Guarded {
             return None;
         }
         state.live.insert(user, freed);
+        self.settle_now(&mut state);
         Some(user)
+    }
+
+    /// Hands the kept block at `user` out again without waiting for its
+    /// busy stream: queues there (behind the freed allocation's work) the
+    /// copy of its guards, then their refill, and takes the freed
+    /// allocation's record out of the checker; the copy is judged when it
+    /// is back, naming that allocation. `None` (the block held until then,
+    /// the caller allocating afresh) when the refill cannot be queued.
+    fn reuse_busy(&self, user: usize, freed: Live) -> Option<usize> {
+        let (bytes, stream) = (freed.bytes, freed.stream);
+        let (copy, done) = match self.copy_back(user, &freed) {
+            Ok(queued) => queued,
+            Err(e) => {
+                tracing::warn!("dipu memcheck: copying a kept block's guards back: {e}");
+                let base = (user - self.sizes.front) as *mut std::ffi::c_void;
+                if let Err(e) = self.inner.free(base) {
+                    tracing::warn!("dipu memcheck: giving a kept block back: {e}");
+                }
+                return None;
+            }
+        };
+        let refilled = self.fill_guards(user, bytes, stream);
+        if let Err(e) = &refilled {
+            tracing::warn!("dipu memcheck: refilling a kept block's guards: {e}");
+        }
+        let named = dipu_memcheck::take_freed(user);
+        let mut state = self.state.lock();
+        state.pending.push(Pending {
+            user,
+            live: freed,
+            copy,
+            done,
+            held: refilled.is_err(),
+            freed: named,
+        });
+        if refilled.is_ok() {
+            state.live.insert(
+                user,
+                Live {
+                    bytes,
+                    stream,
+                    streams: Vec::new(),
+                    reported: [false; 2],
+                    uses: 1,
+                },
+            );
+        }
+        self.settle_now(&mut state);
+        refilled.ok().map(|()| user)
+    }
+
+    /// Judges the pending copies that are back (no wait); a failure is
+    /// logged.
+    fn settle_now(&self, state: &mut State) {
+        if state.pending.is_empty() {
+            return;
+        }
+        if let Err(e) = self.settle(state, false) {
+            tracing::warn!("dipu memcheck: checking the guards of freed blocks: {e}");
+        }
     }
 
     /// Reads the guards of the kept (freed) block at `user` back now, its
     /// stream being idle, and reports each overwritten side as found at the
     /// free of the allocation it served; returns how many.
     fn check_kept(&self, user: usize, freed: &mut Live) -> Result<usize> {
+        thread_local! {
+            /// The read-back buffer, kept between checks (no allocation
+            /// per reuse).
+            static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+        }
         let front = self.sizes.front;
         let total = self.total(freed.bytes);
-        if total <= WHOLE_BLOCK_READ {
-            let block = self.read(user - front, total)?;
-            let (before, rest) = block.split_at(front);
-            let after = &rest[freed.bytes..];
-            return Ok(self.judge(user, freed, [before, after], true));
-        }
-        let before = self.read(user - front, front)?;
-        let after = self.read(user + freed.bytes, self.sizes.back)?;
-        Ok(self.judge(user, freed, [&before, &after], true))
+        SCRATCH.with(|scratch| {
+            let mut buf = scratch.borrow_mut();
+            buf.clear();
+            let (before, after) = if total <= WHOLE_BLOCK_READ {
+                self.read_append(user - front, total, &mut buf)?;
+                let (before, rest) = buf.split_at(front);
+                (before, &rest[freed.bytes..])
+            } else {
+                self.read_append(user - front, front, &mut buf)?;
+                self.read_append(user + freed.bytes, self.sizes.back, &mut buf)?;
+                buf.split_at(front)
+            };
+            Ok(self.judge(user, freed, [before, after], true, None))
+        })
     }
 
     /// Keeps the freed `live` at `user` for reuse if it qualifies (small,
