@@ -197,6 +197,9 @@ impl Inner {
         if dtype == DataType::I16 && self.no_i16.load(Ordering::Relaxed) {
             return self.reduce_i16_widened(c, send, recv, count, op, root);
         }
+        if dtype == DataType::F64 && self.no_f64.load(Ordering::Relaxed) {
+            return self.reduce_f64_gathered(c, send, recv, count, op, root);
+        }
         let avg_before = self.native_avg.load(Ordering::Relaxed);
         let chosen = self.with_op(op, |vop| {
             // SAFETY: `send`/`recv` are live device memory of the group's
@@ -222,6 +225,14 @@ impl Inner {
                 self.no_i16.store(true, Ordering::Relaxed);
                 tracing::debug!(target: "dipu::comm", "the vendor has no I16 ({e}); widening to I32");
                 return self.reduce_i16_widened(c, send, recv, count, op, root);
+            }
+            // No 64-bit floats (CNCL): gathered and reduced on the host
+            // from now on.
+            Err(e) if e.kind() == ErrorKind::Unsupported && dtype == DataType::F64 => {
+                self.native_avg.store(avg_before, Ordering::Relaxed);
+                self.no_f64.store(true, Ordering::Relaxed);
+                tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
+                return self.reduce_f64_gathered(c, send, recv, count, op, root);
             }
             r => r?,
         };

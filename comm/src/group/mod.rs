@@ -15,6 +15,7 @@ mod buffer;
 mod collectives;
 mod comms;
 mod emulate;
+mod gathered;
 mod launch;
 mod options;
 mod outcome;
@@ -75,6 +76,9 @@ pub(crate) struct Inner {
     /// Whether the vendor refused `I16` reductions (NCCL): they are widened
     /// to `I32` ([`widen`]).
     no_i16: std::sync::atomic::AtomicBool,
+    /// Whether the vendor refused `F64` reductions (CNCL): they are
+    /// all-gathered and reduced on the host ([`gathered`]).
+    no_f64: std::sync::atomic::AtomicBool,
 }
 
 /// Work queued after a coalesced batch's collectives.
@@ -139,6 +143,7 @@ impl ProcessGroup {
             watchdog: Mutex::new(None),
             batch_open: std::sync::atomic::AtomicBool::new(false),
             no_i16: std::sync::atomic::AtomicBool::new(false),
+            no_f64: std::sync::atomic::AtomicBool::new(false),
             after_batch: Mutex::new(Vec::new()),
         });
         let handle = watchdog::spawn(Arc::downgrade(&inner))?;
