@@ -1,43 +1,157 @@
-"""Builds torch_dipu._C, the PrivateUse1 backend over dipu-rs's C ABI.
+"""Builds torch_dipu: the Rust runtime, then torch_dipu._C, the PrivateUse1
+backend over dipu-rs's C ABI (the package's metadata is in pyproject.toml).
 
-Use build.sh beside this file: it builds libdipu_runtime.so with cargo,
-copies it into the package and runs `setup.py build_ext --inplace` with
-the .venv-torch python. The extension finds the runtime through an
-$ORIGIN rpath, so a process has one runtime, shared with any C user.
+`pip install --no-build-isolation ./adapters/torch_dipu` (or `pip wheel`)
+runs build_ext below, which
+1. builds libdipu_runtime.so and the host vendor's DIOPI kernel library
+   libdiopi_impl_host.so with cargo (`cargo build -p dipu-ffi -p
+   dipu-diopi-host`) in the checkout around this directory;
+2. copies both into the package, beside _C: the extension finds the runtime
+   through an $ORIGIN rpath (one process has one runtime, shared with any C
+   user), and the runtime opens the DIOPI library beside itself;
+3. generates csrc/gen/diopi_ops_*.cpp from diopi_functions.yaml;
+4. compiles the extension with torch.utils.cpp_extension (ninja, MAX_JOBS).
+
+Environment: DIPU_BUILD_PROFILE (cargo profile, default release; `dev` is
+target/debug), DIPU_NO_BUILD=1 to skip cargo and take the libraries already
+in target/<profile>, CARGO_TARGET_DIR (default <repo>/target).
+build.sh beside this file is the developers' in-place build.
 """
 
+import filecmp
 import glob
 import os
+import shutil
 import subprocess
 import sys
 
 import torch
 from setuptools import setup
+from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 here = os.path.dirname(os.path.abspath(__file__))
-include = os.path.normpath(os.path.join(here, "..", "..", "include"))
+repo = os.path.normpath(os.path.join(here, "..", ".."))
+include = os.path.join(repo, "include")
 # kineto's headers, for the PrivateUse1 child profiler (csrc/kineto.cpp).
 kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
+profile = os.environ.get("DIPU_BUILD_PROFILE", "release")
+target = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(repo, "target")),
+                      "debug" if profile == "dev" else profile)
+RUNTIME = "libdipu_runtime.so"
+# The host vendor's DIOPI kernels; without them every op falls back to the CPU.
+DIOPI = "libdiopi_impl_host.so"
 
-# The DIOPI registrations: csrc/gen/diopi_ops_*.cpp from diopi_functions.yaml
-# (each rewritten only when it changes).
-subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
+
+def _fail(message):
+    sys.exit(f"torch_dipu: {message}")
+
+
+def _cargo_build():
+    """The runtime and the DIOPI library into `target`, unless DIPU_NO_BUILD=1."""
+    if not (os.path.isfile(os.path.join(repo, "Cargo.toml")) and os.path.isdir(include)):
+        _fail(f"{repo} is not a dipu-rs checkout: torch_dipu builds only from "
+              "adapters/torch_dipu inside one (it needs the cargo workspace and include/)")
+    if os.environ.get("DIPU_NO_BUILD") == "1":
+        return
+    cmd = ["cargo", "build", "--locked", "--profile", profile, "-p", "dipu-ffi", "-p", "dipu-diopi-host"]
+    try:
+        subprocess.run(cmd, cwd=repo, check=True, stdout=sys.stderr)
+    except FileNotFoundError:
+        _fail("cargo is missing: install Rust (rustup) or build the runtime first and set DIPU_NO_BUILD=1")
+    except subprocess.CalledProcessError as e:
+        _fail(f"{' '.join(cmd)} failed with exit code {e.returncode}")
+
+
+def _install_lib(name, dest, required):
+    """Copies target/<profile>/<name> into the package directory `dest`, only
+    when it changed and by rename, so a process that has the old copy mapped
+    keeps a valid file. A missing optional library removes the stale copy."""
+    src = os.path.join(target, name)
+    out = os.path.join(dest, name)
+    if not os.path.isfile(src):
+        if required:
+            _fail(f"{src} is missing: build it (cargo build -p dipu-ffi -p dipu-diopi-host, "
+                  "profile DIPU_BUILD_PROFILE) or unset DIPU_NO_BUILD")
+        print(f"torch_dipu: {src} is missing: ops will fall back to the CPU", file=sys.stderr)
+        if os.path.exists(out):
+            os.remove(out)
+        return
+    os.makedirs(dest, exist_ok=True)
+    if os.path.isfile(out) and filecmp.cmp(src, out, shallow=False):
+        return
+    shutil.copy2(src, out + ".tmp")
+    os.replace(out + ".tmp", out)
+
+
+def _sources():
+    gen = os.path.join("csrc", "gen", "*.cpp")
+    return sorted(glob.glob(os.path.join("csrc", "*.cpp")) + glob.glob(gen))
+
+
+def _find_ninja():
+    """Puts the ninja of this python's environment (the `ninja` package) on
+    PATH: pip runs the build without the venv's bin on PATH, and without
+    ninja torch falls back to compiling one file at a time, from scratch."""
+    try:
+        import ninja
+
+        bindir = ninja.BIN_DIR
+    except (ImportError, AttributeError):
+        bindir = os.path.dirname(sys.executable)
+    os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+
+# Before BuildExtension's constructor, which looks for ninja.
+_find_ninja()
+
+
+class build_ext(BuildExtension.with_options(use_ninja=True)):
+    """Runtime (cargo), its copy beside _C, generated sources, then _C."""
+
+    def run(self):
+        _cargo_build()
+        package = os.path.join(here if self.inplace else self.build_lib, "torch_dipu")
+        _install_lib(RUNTIME, package, required=True)
+        # An in-place build (build.sh) may go on without the kernels, as the
+        # tests of the fallback do; a wheel may not.
+        _install_lib(DIOPI, package, required=not self.inplace)
+        # The DIOPI registrations: csrc/gen/diopi_ops_*.cpp from
+        # diopi_functions.yaml (each rewritten only when it changes).
+        subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
+        for ext in self.extensions:
+            ext.sources = _sources()
+        super().run()
+
+    def get_outputs(self):
+        outputs = super().get_outputs()
+        if not self.inplace:
+            package = os.path.join(self.build_lib, "torch_dipu")
+            outputs += [os.path.join(package, n) for n in (RUNTIME, DIOPI)
+                        if os.path.isfile(os.path.join(package, n))]
+        return outputs
+
+
+class clean_build_py(build_py):
+    """Starts the package's build directory afresh, so a wheel holds what this
+    build made, not files left there by an earlier one."""
+
+    def run(self):
+        shutil.rmtree(os.path.join(self.build_lib, "torch_dipu"), ignore_errors=True)
+        super().run()
+
 
 setup(
-    name="torch_dipu",
-    version="0.1.0",
-    packages=["torch_dipu"],
     ext_modules=[
         CppExtension(
             "torch_dipu._C",
-            sorted(glob.glob(os.path.join("csrc", "*.cpp")) + glob.glob(os.path.join("csrc", "gen", "*.cpp"))),
+            _sources(),
             include_dirs=[include, os.path.join(here, "csrc"), kineto],
-            library_dirs=[os.path.join(here, "torch_dipu")],
+            library_dirs=[target],
             libraries=["dipu_runtime"],
             extra_compile_args=["-std=c++20", "-O1", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-g0"],
             extra_link_args=["-Wl,-rpath,$ORIGIN"],
         )
     ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": build_ext, "build_py": clean_build_py},
 )
