@@ -6,8 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each step's heading shows the time since the start (m:ss), so a slow CI
-# run tells where its minutes went.
-step() { printf '\n==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# run tells where its minutes went, and the CPU seconds of the processes
+# finished so far, which tell the steps that keep both cores busy from
+# those that mostly wait (`times` runs in this shell: in a
+# subshell it would count nothing).
+cpu_log="$(mktemp)"
+step() {
+  times >"$cpu_log"
+  local cpu
+  cpu=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60 + p[2] } printf "%d", t }' "$cpu_log")
+  printf '\n==> [%d:%02d, cpu %ss] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$cpu" "$*"
+}
 
 step "toolchain and system tools"
 ./scripts/setup.sh
@@ -16,7 +25,7 @@ step "toolchain and system tools"
 # while Rust compiles, and the tests wait for them.
 step "in the background: NVIDIA wheels for the CUDA vendor's tests (.venv) and PyTorch for the TCPStore interop tests (.venv-torch)"
 pylogs="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pylogs"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pylogs" "$cpu_log"' EXIT
 ./scripts/cuda-env.sh >"$pylogs/cuda-env.log" 2>&1 &
 cuda_env=$!
 ./scripts/torch-env.sh >"$pylogs/torch-env.log" 2>&1 &
