@@ -24,9 +24,13 @@ void copy_stat(c10::CachingAllocator::Stat& to, const dipu_stat& from) {
   to.freed = static_cast<int64_t>(from.freed);
 }
 
-void copy_stats(c10::CachingAllocator::StatArray& to, const dipu_stat& from) {
-  // The runtime keeps one pool: the aggregate; small and large stay zero.
-  copy_stat(to[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)], from);
+// Stores the aggregate and both pools' value of one statistic.
+void copy_stats(c10::CachingAllocator::StatArray& to, const dipu_stat& all, const dipu_stat& small,
+                const dipu_stat& large) {
+  using c10::CachingAllocator::StatType;
+  copy_stat(to[static_cast<size_t>(StatType::AGGREGATE)], all);
+  copy_stat(to[static_cast<size_t>(StatType::SMALL_POOL)], small);
+  copy_stat(to[static_cast<size_t>(StatType::LARGE_POOL)], large);
 }
 
 int32_t device_count() {
@@ -70,16 +74,24 @@ struct DipuDeviceAllocator final : public c10::DeviceAllocator {
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     dipu_memory_stats s{};
     DIPU_CHECK(dipu_memory_get_stats(device, &s));
+    // The pools are read after the aggregate: under concurrent allocations
+    // they may be a moment newer (each read is consistent in itself).
+    dipu_memory_pool_stats sm{};
+    dipu_memory_pool_stats lg{};
+    DIPU_CHECK(dipu_memory_get_pool_stats(device, DIPU_MEMORY_POOL_SMALL, &sm));
+    DIPU_CHECK(dipu_memory_get_pool_stats(device, DIPU_MEMORY_POOL_LARGE, &lg));
     c10::CachingDeviceAllocator::DeviceStats out;
-    copy_stats(out.allocation, s.allocation);
-    copy_stats(out.segment, s.segment);
-    copy_stats(out.active, s.active);
-    copy_stats(out.inactive_split, s.inactive_split);
-    copy_stats(out.allocated_bytes, s.allocated_bytes);
-    copy_stats(out.reserved_bytes, s.reserved_bytes);
-    copy_stats(out.active_bytes, s.active_bytes);
-    copy_stats(out.inactive_split_bytes, s.inactive_split_bytes);
-    copy_stats(out.requested_bytes, s.requested_bytes);
+#define DIPU_COPY_STAT(name) copy_stats(out.name, s.name, sm.name, lg.name)
+    DIPU_COPY_STAT(allocation);
+    DIPU_COPY_STAT(segment);
+    DIPU_COPY_STAT(active);
+    DIPU_COPY_STAT(inactive_split);
+    DIPU_COPY_STAT(allocated_bytes);
+    DIPU_COPY_STAT(reserved_bytes);
+    DIPU_COPY_STAT(active_bytes);
+    DIPU_COPY_STAT(inactive_split_bytes);
+    DIPU_COPY_STAT(requested_bytes);
+#undef DIPU_COPY_STAT
     out.num_alloc_retries = static_cast<int64_t>(s.num_alloc_retries);
     out.num_ooms = static_cast<int64_t>(s.num_ooms);
     out.num_sync_all_streams = static_cast<int64_t>(s.num_sync_all_streams);

@@ -111,6 +111,7 @@ namespace torch_dipu {
 void init_dicl(pybind11::module_& m);
 // torch_dipu._C._profiler_* (kineto.cpp).
 void init_profiler(pybind11::module_& m);
+void init_memory_history(pybind11::module_& m);
 }  // namespace torch_dipu
 
 PYBIND11_MODULE(_C, m) {
@@ -118,6 +119,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_dipu's bindings to the dipu-rs runtime";
   init_dicl(m);
   init_profiler(m);
+  init_memory_history(m);
   m.def("_device_count", torch::wrap_pybind_function([] { return device_count(); }));
   m.def("_vendor_name", torch::wrap_pybind_function(vendor_name));
   m.def("_version", [] { return std::string(dipu_version()); });
@@ -143,10 +145,6 @@ PYBIND11_MODULE(_C, m) {
           DIPU_CHECK(dipu_memory_set_fraction(d, fraction));
         }));
   m.def("_memory_snapshot", torch::wrap_pybind_function(memory_snapshot));
-  m.def("_record_memory_history",
-        torch::wrap_pybind_function([](int64_t max_entries, bool stacks) {
-          DIPU_CHECK(dipu_memory_record_history(max_entries, stacks ? 1 : 0));
-        }));
   m.def("_dump_memory_snapshot", torch::wrap_pybind_function([](const std::string& path) {
           DIPU_CHECK(dipu_memory_dump_snapshot(path.c_str()));
         }));

@@ -1,7 +1,9 @@
 """torch.dipu.memory._record_memory_history, _snapshot and _dump_snapshot:
 PyTorch's names over the runtime's memory history, read by PyTorch's own
-torch.cuda._memory_viz."""
+torch.cuda._memory_viz. (torch.cuda.memory's under DIPU_MOCK_CUDA:
+test_memory_pools.py's CUDA script, which runs in a process of its own.)"""
 
+import inspect
 import pickle
 
 import pytest
@@ -13,6 +15,9 @@ MEM = torch.dipu.memory
 
 @pytest.fixture
 def history():
+    # From an empty cache, so the segments the tests use are recorded too.
+    torch.dipu.synchronize()
+    torch.dipu.empty_cache()
     MEM._record_memory_history(max_entries=10_000)
     try:
         yield
@@ -87,5 +92,66 @@ def test_bad_arguments_are_errors(tmp_path):
         MEM._record_memory_history(enabled="sometimes")
     with pytest.raises(ValueError):
         MEM._record_memory_history(max_entries=0)
+    with pytest.raises(ValueError):
+        MEM._record_memory_history(stacks="cpp")
     with pytest.raises(RuntimeError, match="cannot write"):
         MEM._dump_snapshot(str(tmp_path / "no-such-dir" / "x.pickle"))
+
+
+def _allocate_here(n):
+    return torch.empty(n, dtype=torch.uint8, device="dipu")
+
+
+# The line of the allocation in _allocate_here, and its file as Python knows it.
+_ALLOC_LINE = inspect.getsourcelines(_allocate_here)[1] + 1
+_ALLOC_FILE = _allocate_here.__code__.co_filename
+_ALLOC_FRAME = {"filename": _ALLOC_FILE, "line": _ALLOC_LINE, "name": "_allocate_here"}
+
+
+def _frames(entry):
+    return [{k: f[k] for k in ("filename", "line", "name")} for f in entry["frames"]]
+
+
+def test_python_frames_name_the_allocating_function(history):
+    MEM._record_memory_history(stacks="python", max_entries=1000)
+    x = _allocate_here(23456)
+    addr = x.data_ptr()
+    del x
+    snap = MEM._snapshot()
+    (alloc,) = _events(snap, "alloc", addr)[-1:]
+    frames = _frames(alloc)
+    assert _ALLOC_FRAME in frames, frames
+    # The caller's frame follows (innermost first); no native frames.
+    assert frames[frames.index(_ALLOC_FRAME) + 1]["name"] == "test_python_frames_name_the_allocating_function"
+    assert not [f for f in frames if "dipu_malloc" in f["name"]], frames
+    (free,) = _events(snap, "free_requested", addr)[-1:]
+    assert [f for f in _frames(free) if f["name"] == "test_python_frames_name_the_allocating_function"]
+
+
+def test_live_blocks_keep_their_python_frames(history):
+    MEM._record_memory_history(stacks="python", max_entries=1000)
+    x = _allocate_here(34567)
+    snap = MEM._snapshot()
+    (block,) = [b for s in snap["segments"] for b in s["blocks"] if b["address"] == x.data_ptr()]
+    assert _ALLOC_FRAME in _frames(block)
+    del x
+
+
+def test_all_stacks_put_native_frames_before_python_ones(history):
+    MEM._record_memory_history(stacks="all", max_entries=1000)
+    x = _allocate_here(45678)
+    (alloc,) = _events(MEM._snapshot(), "alloc", x.data_ptr())[-1:]
+    names = [f["name"] for f in alloc["frames"]]
+    native = [i for i, n in enumerate(names) if "dipu_malloc" in n]
+    assert native and _ALLOC_FRAME in _frames(alloc), names
+    assert native[-1] < _frames(alloc).index(_ALLOC_FRAME), names
+    del x
+
+
+def test_no_stacks_records_no_frames(history):
+    MEM._record_memory_history(stacks=None, max_entries=1000)
+    x = _allocate_here(56789)
+    (alloc,) = _events(MEM._snapshot(), "alloc", x.data_ptr())[-1:]
+    assert alloc["frames"] == []
+    del x
+

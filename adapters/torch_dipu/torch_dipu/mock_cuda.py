@@ -46,6 +46,9 @@ def install() -> None:
     for name in dipu.__all__:
         setattr(torch.cuda, name, getattr(dipu, name))
     torch.cuda.is_available = dipu.is_available
+    # torch.cuda.memory's history and snapshots (Python frames too) are dipu's.
+    for name in ("_record_memory_history", "_snapshot", "_dump_snapshot"):
+        setattr(torch.cuda.memory, name, getattr(dipu.memory, name))
     # torch.cuda.amp.autocast / GradScaler are dipu's.
     sys.modules["torch.cuda.amp"] = dipu.amp
     torch.cuda.amp = dipu.amp

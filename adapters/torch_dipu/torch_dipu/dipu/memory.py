@@ -94,7 +94,7 @@ def host_empty_cache() -> None:
 def _record_memory_history(
     enabled: Optional[str] = "all",
     context: Optional[str] = "all",
-    stacks: str = "all",
+    stacks: Optional[str] = "all",
     max_entries: int = sys.maxsize,
     device: _device_t = None,
 ) -> None:
@@ -102,21 +102,30 @@ def _record_memory_history(
     every device (torch.cuda.memory._record_memory_history's names).
 
     `enabled` None (or False) stops recording; "all" or "state" (or True)
-    records. `context` None records no stacks; any other value records a
-    short native stack per event (the runtime's frames: Python frames are
-    not recorded, whatever `stacks` says). `device` is accepted for
-    compatibility: the history covers every device."""
-    del stacks, device
+    records. `context` None records no frames; otherwise `stacks` says
+    which: "python" the Python frames of the allocating code, "all" those
+    and a short native stack (the runtime's and the ops' frames, innermost
+    first, before the Python ones), None no frames. Python frames are
+    gathered cheaply at each event and named when a snapshot is taken.
+    `device` is accepted for compatibility: the history covers every device."""
+    del device
     if enabled is None or enabled is False:
-        _C._record_memory_history(0, False)
+        _C._record_memory_history_stacks(0, 0)
         return
     if enabled is not True and enabled not in ("all", "state"):
         raise ValueError(f"enabled must be None, 'state' or 'all', not {enabled!r}")
     if context not in (None, "all", "state", "alloc"):
         raise ValueError(f"context must be None, 'state', 'alloc' or 'all', not {context!r}")
+    if stacks not in (None, "python", "all"):
+        raise ValueError(f"stacks must be 'python', 'all' or None, not {stacks!r}")
     if max_entries <= 0:
         raise ValueError(f"max_entries must be positive, not {max_entries}")
-    _C._record_memory_history(min(int(max_entries), 2**63 - 1), context is not None)
+    flags = 0
+    if context is not None and stacks is not None:
+        flags = _C._MEMORY_HISTORY_FRAMEWORK
+        if stacks == "all":
+            flags |= _C._MEMORY_HISTORY_NATIVE
+    _C._record_memory_history_stacks(min(int(max_entries), 2**63 - 1), flags)
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
