@@ -29,10 +29,13 @@ echo "the host vendor's DIOPI kernel library against CPU references (dipu diopi-
 ./target/release/dipu diopi-test | sed -n '$p'
 
 echo
-echo "PyTorch on dipu (adapters/torch_dipu, built against .venv-torch):"
-./scripts/torch-env.sh >/dev/null
-python=$(DIPU_BUILD_PROFILE=release ./adapters/torch_dipu/build.sh)
-PYTHONPATH=adapters/torch_dipu "$python" - <<'PY'
+echo "PyTorch on dipu (pip install ./adapters/torch_dipu into .venv-torch):"
+python=$(./scripts/torch-env.sh)
+# The release runtime and kernels built above (DIPU_NO_BUILD=1: no cargo);
+# --no-build-isolation builds against the torch installed (docs/torch.md).
+DIPU_NO_BUILD=1 MAX_JOBS=${MAX_JOBS:-2} "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  --no-build-isolation ./adapters/torch_dipu
+"$python" - <<'PY'
 import torch, torch_dipu
 x = torch.ones(4, device="dipu") + 1
 print("torch.ones(4, device='dipu') + 1 =", x.cpu().tolist(), "on", x.device)
@@ -45,7 +48,7 @@ PY
 # The same lines with DIPU_DUMP_OP_ARGS=1: each op names the DIOPI function
 # it ran (or dipu_fallback).
 echo "which kernels ran (DIPU_DUMP_OP_ARGS=1), counted:"
-PYTHONPATH=adapters/torch_dipu DIPU_DUMP_OP_ARGS=1 "$python" - 2>&1 <<'PY' | sed -n 's/^\[\(.*\)\]: \(.*\)$/\2/p' | sort | uniq -c | sort -rn | sed -n 1,12p
+DIPU_DUMP_OP_ARGS=1 "$python" - 2>&1 <<'PY' | sed -n 's/^\[\(.*\)\]: \(.*\)$/\2/p' | sort | uniq -c | sort -rn | sed -n 1,12p
 import torch, torch_dipu
 model = torch.nn.Linear(8, 2).to("dipu")
 loss = model(torch.randn(16, 8, device="dipu")).square().mean()
