@@ -64,6 +64,10 @@ finish "$cuda_env" "$pylogs/cuda-env.log"
 finish "$torch_env" "$pylogs/torch-env.log"
 finish "$cann_headers" "$pylogs/cann-headers.log"
 finish "$paddle_env" "$pylogs/paddle-env.log"
+# The CNRT prototypes for the Cambricon check come from a PyPI download
+# (through .venv, ready now): fetched while the Rust tests run.
+./scripts/cambricon-prototypes.sh >"$pylogs/cambricon-prototypes.log" 2>&1 &
+cambricon_prototypes=$!
 
 # The PyTorch adapter's C++ extension compiles (ninja, 2 jobs) while the
 # Rust tests run: it needs only the runtime and kernel library built above
@@ -74,6 +78,15 @@ torch_build=$!
 
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
+
+# The loom models build in their own target dir (no lock shared with the
+# steps below), so they compile while the next steps mostly wait on
+# processes; their output shows before the PyTorch steps.
+step "in the background: the loom models (separate target dir, preemption bound 2)"
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom \
+  >"$pylogs/loom.log" 2>&1 &
+loom=$!
 
 step "the runtime's whole suite under the memory checker (guard bytes and poisoned frees on every allocation)"
 DIPU_MEM_CHECK=1 DIPU_MEM_CHECK_GUARD_BYTES=64 DIPU_MEM_CHECK_POISON=1 \
@@ -88,9 +101,6 @@ cc -std=c11 -Wall -Wextra -Werror ffi/tests/c/example.c \
 "$tmp/example"
 rm -rf "$tmp"
 
-step "loom models (separate target dir, preemption bound 2)"
-RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
 
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
@@ -172,7 +182,7 @@ if NEUWARE_HOME="$tmp/no-neuware" ./target/debug/dipu info --vendor cambricon 2>
 fi
 grep -q "libcnrt.so not found; looked in: $tmp/no-neuware/lib64 (NEUWARE_HOME)" "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 rm -rf "$tmp"
-./scripts/cambricon-prototypes.sh
+finish "$cambricon_prototypes" "$pylogs/cambricon-prototypes.log"
 cargo test --locked -p dipu-vendor-cambricon --lib published -- --ignored
 step "Ascend on the fake CANN (dipu-fake-ascend, new and old-CANN builds): selftest, every allocator algorithm and expandable segments, the process group on 2 and 4 ranks, the C API; then no CANN at all"
 cann="$(mktemp -d)"
@@ -209,6 +219,9 @@ fi
 echo "$nocann"
 grep -q "libascendcl.so not found; looked in: " <<<"$nocann"
 rm -rf "$cann"
+
+step "the loom models (started in the background after cargo test)"
+finish "$loom" "$pylogs/loom.log"
 
 step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite"
 # The dev-profile libdipu_runtime.so of the cargo build above; ninja and
