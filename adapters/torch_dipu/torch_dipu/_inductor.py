@@ -15,13 +15,17 @@ What dipu registers depends on the vendor's memory:
   of generated kernels (once, until stream work is queued again: see
   `DipuWrapperCodegen`). A generated kernel returns only when its outputs
   are written, so stream work queued after it sees them.
-* Any other vendor: no code generator exists (its memory is not readable
-  by host code), so the default backend fails at its first compile with
-  an error that names `aot_eager`; `backend="aot_eager"` needs no code
-  generator and works on every vendor.
+* Any other vendor: host code cannot read its memory, so the first
+  kernel Inductor would generate for dipu raises DipuInductorUnsupported,
+  whose message names `aot_eager`; `backend="aot_eager"` generates no
+  code and works on every vendor. A compiled module loaded from
+  Inductor's cache checks the vendor too, so C++ code compiled under the
+  host vendor never runs on another one. Graphs whose dipu work is all
+  extern kernels (ATen calls) compile and run on every vendor.
 
 The registration runs lazily: Inductor calls `torch.dipu._inductor_backend_init`
-the first time it needs the dipu backend (see `install`).
+on its first compile (see `install`); it starts no dipu runtime, so a
+CPU-only compile in a process that imported torch_dipu leaves dipu alone.
 """
 
 from __future__ import annotations
@@ -35,30 +39,42 @@ import torch
 _HOST_MEMORY_VENDORS = frozenset({"host"})
 
 
+_vendor: str | None = None
+
+
 def vendor_memory_is_host_accessible() -> bool:
     """Whether the dipu vendor's device memory is host memory (the
     `host` vendor), which Inductor's C++ kernels can run on."""
-    return torch.dipu.vendor_name() in _HOST_MEMORY_VENDORS
+    global _vendor
+    if _vendor is None:
+        _vendor = torch.dipu.vendor_name()
+    return _vendor in _HOST_MEMORY_VENDORS
 
 
 class DipuInductorUnsupported(RuntimeError):
     """The default torch.compile backend cannot generate code for this vendor."""
 
 
-def _unsupported_message(vendor: str) -> str:
-    return (
-        f"torch.compile's default backend (inductor) has no code generator for "
-        f"dipu vendor {vendor!r}: its device memory is not host memory, and only "
-        f"the 'host' vendor can run Inductor's C++ kernels. Use "
-        f"torch.compile(model, backend='aot_eager') (or a backend the vendor "
-        f"provides) on this vendor."
-    )
+def require_host_memory() -> None:
+    """Raises DipuInductorUnsupported unless the vendor's device memory is
+    host memory (Inductor's generated C++ kernels need it)."""
+    if not vendor_memory_is_host_accessible():
+        raise DipuInductorUnsupported(
+            f"torch.compile's default backend (inductor) has no code generator for "
+            f"dipu vendor {torch.dipu.vendor_name()!r}: its device memory is not host "
+            f"memory, and only the 'host' vendor can run Inductor's C++ kernels. Use "
+            f"torch.compile(model, backend='aot_eager') (or a backend the vendor "
+            f"provides) on this vendor."
+        )
 
 
 def sync_before_host_kernel(device_index: int) -> None:
     """Waits until the work queued on `device_index`'s current stream is
     done, so that a generated host kernel sees its inputs and does not
-    overwrite memory queued work still reads."""
+    overwrite memory queued work still reads. Raises DipuInductorUnsupported
+    first if the vendor's memory is not host memory (a module from
+    Inductor's cache compiled under the host vendor)."""
+    require_host_memory()
     torch.accelerator.current_stream(device_index).synchronize()
 
 
@@ -263,8 +279,25 @@ def _register_codegen() -> None:
             super().write_header()
             self.header.splice("import torch_dipu._inductor")
 
+    class DipuCppScheduling(CppScheduling):
+        """Inductor's C++ code generator, for dipu tensors in host memory:
+        generating a kernel on another vendor raises (a graph of extern
+        kernels only, which the scheduler also hands here, is fine)."""
+
+        def codegen_node(self, node):
+            require_host_memory()
+            super().codegen_node(node)
+
+        def codegen_template(self, *args, **kwargs):
+            require_host_memory()
+            return super().codegen_template(*args, **kwargs)
+
+        def define_kernel(self, *args, **kwargs):
+            require_host_memory()
+            return super().define_kernel(*args, **kwargs)
+
     register_device_op_overrides("dipu", DipuDeviceOpOverrides())
-    register_backend_for_device("dipu", CppScheduling, DipuWrapperCodegen)
+    register_backend_for_device("dipu", DipuCppScheduling, DipuWrapperCodegen)
     _schedule_dipu_as_cpu()
 
 
@@ -295,13 +328,9 @@ def get_raw_stream(device_index: int) -> int:
 
 def _inductor_backend_init() -> None:
     """Inductor's hook for the PrivateUse1 device, called on its first
-    compile for dipu: registers the device interface and, on a host-memory
-    vendor, the C++ code generator; on any other vendor it raises
-    DipuInductorUnsupported."""
+    compile: registers the device interface and the code generator (which
+    checks the vendor when it is first used for dipu)."""
     register_device_interface()
-    vendor = torch.dipu.vendor_name()
-    if vendor not in _HOST_MEMORY_VENDORS:
-        raise DipuInductorUnsupported(_unsupported_message(vendor))
     _register_codegen()
 
 
