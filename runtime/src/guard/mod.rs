@@ -361,8 +361,14 @@ impl Guarded {
     /// Checks the guards copied back by the frees whose copies are done
     /// (every pending free, after waiting, when `wait`); returns the
     /// violations reported.
+    ///
+    /// Copies on one stream complete in the order they were queued (and
+    /// are pending in that order): without `wait`, the first one not done
+    /// on a stream ends the queries of that stream, so a long queue behind
+    /// a busy stream costs one event query per stream, not one per block.
     fn settle(&self, state: &mut State, wait: bool) -> Result<usize> {
         let mut found = 0;
+        let mut busy: Vec<Stream> = Vec::new();
         let mut i = 0;
         while i < state.pending.len() {
             let p = &state.pending[i];
@@ -370,13 +376,17 @@ impl Guarded {
                 p.done.synchronize()?;
                 true
             } else {
-                p.done.query()?
+                !busy.contains(&p.live.stream) && p.done.query()?
             };
             if !ready {
+                if !busy.contains(&p.live.stream) {
+                    busy.push(p.live.stream);
+                }
                 i += 1;
                 continue;
             }
-            let mut p = state.pending.swap_remove(i);
+            // In order: the rest of this stream's copies stay behind it.
+            let mut p = state.pending.remove(i);
             let (front, back) = p.copy.split_at(self.sizes.front);
             let bad = self.judge(p.user, &mut p.live, [front, back], true, p.freed.as_ref());
             found += bad;
@@ -493,6 +503,9 @@ impl DeviceAllocator for Handle {
                     format!("{bytes} bytes and their guards is more than any allocation can hold"),
                 )
             })?;
+        // Frees whose copies are done are judged first, their blocks given
+        // back for this allocation to take.
+        g.settle_now(&mut g.state.lock());
         let a = match g.inner.allocate(total, stream) {
             Err(e) if e.kind() == dipu_deviceapi::ErrorKind::OutOfMemory => {
                 // The kept and quarantined blocks go back first, then once
@@ -517,13 +530,6 @@ impl DeviceAllocator for Handle {
             return Err(e.context("filling the memory checker's guard bytes"));
         }
         let mut state = g.state.lock();
-        if !state.pending.is_empty() {
-            // Frees whose copies are done are judged (and their blocks
-            // given back). A failed check is logged; the allocation stands.
-            if let Err(e) = g.settle(&mut state, false) {
-                tracing::warn!("dipu memcheck: checking the guards of freed blocks: {e}");
-            }
-        }
         state.live.insert(
             user,
             Live {

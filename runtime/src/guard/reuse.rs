@@ -161,7 +161,7 @@ impl Guarded {
 
     /// Judges the pending copies that are back (no wait); a failure is
     /// logged.
-    fn settle_now(&self, state: &mut State) {
+    pub(super) fn settle_now(&self, state: &mut State) {
         if state.pending.is_empty() {
             return;
         }
