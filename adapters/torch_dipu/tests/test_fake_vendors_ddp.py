@@ -14,17 +14,19 @@ vendor's communicator.
 
 How the ranks start (CI has 2 cores, and importing torch and what DDP
 imports, torch._dynamo, costs seconds of CPU per process): the file run as
-a script is the launcher. For each vendor in turn it runs torchrun's
-launcher (torch.distributed.run's arguments --standalone --nproc-per-node
-4, then elastic_launch) with the forkserver start method: every rank is a
-fresh fork of one server process that imported torch and DDP's imports
-once. A rank sets its vendor's environment (DIPU_VENDOR, the install
-folder, DIPU_FAKE_DEVICES) and only then imports torch_dipu, so its
-runtime, vendor and communicator are its own, as under `DIPU_VENDOR=...
-torchrun script.py`. Not "fork": torchrun's launcher asks
-torch.accelerator.is_available(), which on a CUDA build of torch
-initialises the CUDA driver (here the fake's, found on LD_LIBRARY_PATH),
-and a child forked after that cannot use CUDA, on the fake as on NVIDIA's.
+a script is the launcher. It imports torch and DDP's imports once, then for
+each vendor in turn runs torchrun's launcher (torch.distributed.run's
+arguments --standalone --nproc-per-node 4, then elastic_launch) with the
+fork start method, so the 4 ranks share those imports. A rank sets its
+vendor's environment (DIPU_VENDOR, the install folder, DIPU_FAKE_DEVICES)
+and only then imports torch_dipu, so its runtime, vendor and communicator
+are its own, as under `DIPU_VENDOR=... torchrun script.py`. The launcher
+hides CUDA from torch's own availability probe (torchrun's launcher asks
+torch.accelerator.is_available()): that probe would initialise the CUDA
+driver, here the fake's (found on LD_LIBRARY_PATH), and a child forked
+after that cannot use CUDA, on the fake as on NVIDIA's. With
+PYTORCH_NVML_BASED_CUDA_CHECK=1 and no visible device, torch answers
+without the driver; each rank removes both variables again.
 """
 
 import os
@@ -52,28 +54,26 @@ FAKES = {
                   "NEUWARE_HOME", False, "cnclAllReduce"),
 }
 
-if __name__ == "__main__":
-    # The launcher: the fork server starts first, so that its imports run
-    # while this process imports torch (the two cores work in parallel).
-    import multiprocessing
-    import multiprocessing.forkserver
+# What the launcher sets so that torch's CUDA probe stays off the driver.
+HIDE_CUDA = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "CUDA_VISIBLE_DEVICES": ""}
 
+if __name__ == "__main__":
+    os.environ.update(HIDE_CUDA)
     sys.path[:0] = [HERE, os.path.dirname(HERE)]
-    multiprocessing.set_forkserver_preload(
-        ["__main__", "torch", "torch._dynamo", "torch.nn.parallel", "torch.distributed", "ddp_train"])
-    multiprocessing.forkserver.ensure_running()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 
-def worker(out, vendor, env):
+def worker(out, env):
     """One rank: sets the vendor's environment, then DDP-trains ddp_train's
     model on this rank's share of the batch on the dipu device of its local
     rank; saves what it saw to <out>.<rank>."""
     import datetime
 
     local = int(os.environ["LOCAL_RANK"])
+    for var in HIDE_CUDA:
+        os.environ.pop(var, None)
     os.environ.update(env)
     # One trace per rank (the fake opens it at its first call).
     os.environ["DIPU_FAKE_TRACE"] = f"{out}.trace.{local}"
@@ -98,23 +98,28 @@ def worker(out, vendor, env):
 
 def launch(jobs):
     """For each (vendor, out, env) of the JSON file `jobs`: torchrun
-    --standalone --nproc-per-node WORLD running worker(out, vendor, env)
+    --standalone --nproc-per-node WORLD running worker(out, env)
     (see the module's doc); a launch that fails leaves its error in
     <out>.error."""
     import json
     import uuid
 
+    import torch._dynamo  # noqa: F401  (what DDP imports: once, before the forks)
+    import torch.nn.parallel  # noqa: F401
     from torch.distributed import run
     from torch.distributed.launcher.api import elastic_launch
 
-    for vendor, out, env in json.load(open(jobs)):
+    import ddp_train  # noqa: F401
+
+    for _vendor, out, env in json.load(open(jobs)):
         args = run.parse_args(["--standalone", "--nproc-per-node", str(WORLD), "--start-method",
-                               "forkserver", os.path.abspath(__file__)])
+                               "fork", os.path.abspath(__file__)])
         # What torchrun's run() does for --standalone.
-        args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
+        args.rdzv_backend, args.rdzv_endpoint = "c10d", "localhost:0"
+        args.rdzv_id = str(uuid.uuid4())
         config, _, _ = run.config_from_args(args)
         try:
-            elastic_launch(config, worker)(out, vendor, env)
+            elastic_launch(config, worker)(out, env)
         except Exception as e:  # noqa: BLE001  (the test reports it)
             with open(f"{out}.error", "w") as f:
                 f.write(f"{type(e).__name__}: {e}")
@@ -125,9 +130,13 @@ if __name__ == "__main__":
     sys.exit(0)
 
 import json  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
+
+sys.path.insert(0, HERE)
+import ddp_train  # noqa: E402
 
 
 def lay_out(vendor, folder):
@@ -152,14 +161,15 @@ def lay_out(vendor, folder):
 FOREIGN = ["CUDA_HOME", "VIRTUAL_ENV", "CONDA_PREFIX", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH",
            "NEUWARE_HOME", "DIPU_CUDA_HOME", "ASCEND_HOME_PATH", "LD_LIBRARY_PATH",
            "DIPU_FAKE_FAULTS", "DIPU_FAKE_TRACE", "DIPU_FAKE_LATENCY_US", "DIPU_FAKE_MEMORY",
-           "DIPU_HOST_DEVICES", "DIPU_VENDOR", "DIPU_VENDOR_PATH"]
+           "DIPU_HOST_DEVICES", "DIPU_VENDOR", "DIPU_VENDOR_PATH", "CUDA_VISIBLE_DEVICES",
+           "PYTORCH_NVML_BASED_CUDA_CHECK"]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One launcher for the three vendors, one after the other: per vendor,
-    ("run", its output prefix) or ("skip", why not); and the launcher's
-    completed process."""
+    ("run", its output prefix) or ("skip", why not); and the launcher's exit
+    code and output."""
     base = tmp_path_factory.mktemp("fake_ddp")
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])
@@ -177,29 +187,35 @@ def runs(tmp_path_factory):
         jobs.append((vendor, out, got))
         results[vendor] = ("run", out)
     (base / "jobs.json").write_text(json.dumps(jobs))
-    run = subprocess.run([sys.executable, os.path.abspath(__file__), str(base / "jobs.json")],
-                         env=env, capture_output=True, text=True, timeout=LIMIT)
-    return results, run
+    # A session of its own: on a timeout the launcher and the ranks are
+    # killed together.
+    cmd = [sys.executable, os.path.abspath(__file__), str(base / "jobs.json")]
+    launcher = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+    try:
+        log, _ = launcher.communicate(timeout=LIMIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        log, _ = launcher.communicate()
+        log += f"\nthe launcher did not finish within {LIMIT} s: killed"
+    return results, (launcher.returncode, log)
 
 
 @pytest.fixture(scope="module")
 def reference():
-    sys.path.insert(0, HERE)
-    import ddp_train
-
     return ddp_train.train_reference()
 
 
 @pytest.mark.parametrize("vendor", sorted(FAKES))
 def test_ddp_on_four_processes_matches_one_cpu_process(vendor, runs, reference):
-    results, run = runs
+    results, (code, log) = runs
     what, out = results[vendor]
     if what == "skip":
         pytest.skip(out)
-    log = (run.stdout + run.stderr)[-6000:]
+    log = log[-6000:]
     if os.path.exists(f"{out}.error"):
         pytest.fail(open(f"{out}.error").read() + "\n" + log)
-    assert run.returncode == 0, log
+    assert code == 0, log
 
     all_reduce = FAKES[vendor][4]
     for rank in range(WORLD):
@@ -211,7 +227,7 @@ def test_ddp_on_four_processes_matches_one_cpu_process(vendor, runs, reference):
             calls = [line.split(" ", 1)[0] for line in f]
         # DDP's bucket all-reduces (one per step, and its start-up checks)
         # went through the fake vendor's collective library on every rank.
-        assert calls.count(all_reduce) >= 10, (rank, sorted(set(calls)))
+        assert calls.count(all_reduce) >= ddp_train.STEPS, (rank, sorted(set(calls)))
         assert len(got["params"]) == len(reference)
         for p, want in zip(got["params"], reference):
             assert torch.allclose(p, want, atol=1e-5, rtol=0), (rank, (p - want).abs().max())
