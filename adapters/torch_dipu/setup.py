@@ -25,16 +25,12 @@ import shutil
 import subprocess
 import sys
 
-import torch
 from setuptools import setup
 from setuptools.command.build_py import build_py
-from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.normpath(os.path.join(here, "..", ".."))
 include = os.path.join(repo, "include")
-# kineto's headers, for the PrivateUse1 child profiler (csrc/kineto.cpp).
-kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
 profile = os.environ.get("DIPU_BUILD_PROFILE", "release")
 target = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(repo, "target")),
                       "debug" if profile == "dev" else profile)
@@ -102,36 +98,6 @@ def _find_ninja():
     os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
-# Before BuildExtension's constructor, which looks for ninja.
-_find_ninja()
-
-
-class build_ext(BuildExtension.with_options(use_ninja=True)):
-    """Runtime (cargo), its copy beside _C, generated sources, then _C."""
-
-    def run(self):
-        _cargo_build()
-        package = os.path.join(here if self.inplace else self.build_lib, "torch_dipu")
-        _install_lib(RUNTIME, package, required=True)
-        # An in-place build (build.sh) may go on without the kernels, as the
-        # tests of the fallback do; a wheel may not.
-        _install_lib(DIOPI, package, required=not self.inplace)
-        # The DIOPI registrations: csrc/gen/diopi_ops_*.cpp from
-        # diopi_functions.yaml (each rewritten only when it changes).
-        subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
-        for ext in self.extensions:
-            ext.sources = _sources()
-        super().run()
-
-    def get_outputs(self):
-        outputs = super().get_outputs()
-        if not self.inplace:
-            package = os.path.join(self.build_lib, "torch_dipu")
-            outputs += [os.path.join(package, n) for n in (RUNTIME, DIOPI)
-                        if os.path.isfile(os.path.join(package, n))]
-        return outputs
-
-
 class clean_build_py(build_py):
     """Starts the package's build directory afresh, so a wheel holds what this
     build made, not files left there by an earlier one."""
@@ -141,17 +107,57 @@ class clean_build_py(build_py):
         super().run()
 
 
-setup(
-    ext_modules=[
-        CppExtension(
-            "torch_dipu._C",
-            _sources(),
-            include_dirs=[include, os.path.join(here, "csrc"), kineto],
-            library_dirs=[target],
-            libraries=["dipu_runtime"],
-            extra_compile_args=["-std=c++20", "-O1", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-g0"],
-            extra_link_args=["-Wl,-rpath,$ORIGIN"],
-        )
-    ],
-    cmdclass={"build_ext": build_ext, "build_py": clean_build_py},
-)
+def _extension_commands():
+    """torch_dipu._C and the build_ext that builds it (imports torch)."""
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+    # Before BuildExtension's constructor, which looks for ninja.
+    _find_ninja()
+
+    class build_ext(BuildExtension.with_options(use_ninja=True)):
+        """Runtime (cargo), its copy beside _C, generated sources, then _C."""
+
+        def run(self):
+            _cargo_build()
+            package = os.path.join(here if self.inplace else self.build_lib, "torch_dipu")
+            _install_lib(RUNTIME, package, required=True)
+            # An in-place build (build.sh) may go on without the kernels, as
+            # the tests of the fallback do; a wheel may not.
+            _install_lib(DIOPI, package, required=not self.inplace)
+            # The DIOPI registrations: csrc/gen/diopi_ops_*.cpp from
+            # diopi_functions.yaml (each rewritten only when it changes).
+            subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
+            for ext in self.extensions:
+                ext.sources = _sources()
+            super().run()
+
+        def get_outputs(self):
+            outputs = super().get_outputs()
+            if not self.inplace:
+                package = os.path.join(self.build_lib, "torch_dipu")
+                outputs += [os.path.join(package, n) for n in (RUNTIME, DIOPI)
+                            if os.path.isfile(os.path.join(package, n))]
+            return outputs
+
+    # kineto's headers, for the PrivateUse1 child profiler (csrc/kineto.cpp).
+    kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
+    ext = CppExtension(
+        "torch_dipu._C",
+        _sources(),
+        include_dirs=[include, os.path.join(here, "csrc"), kineto],
+        library_dirs=[target],
+        libraries=["dipu_runtime"],
+        extra_compile_args=["-std=c++20", "-O1", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-g0"],
+        extra_link_args=["-Wl,-rpath,$ORIGIN"],
+    )
+    return [ext], {"build_ext": build_ext}
+
+
+# pip asks for the metadata first (egg_info, dist_info): that needs neither
+# torch nor the extension, and importing torch takes seconds.
+if {"egg_info", "dist_info"} & set(sys.argv[1:]) and not {"build", "build_ext", "bdist_wheel"} & set(sys.argv[1:]):
+    ext_modules, cmdclass = [], {}
+else:
+    ext_modules, cmdclass = _extension_commands()
+setup(ext_modules=ext_modules, cmdclass={**cmdclass, "build_py": clean_build_py})
