@@ -166,6 +166,10 @@ for lib in cnrt cncl cndrv; do
   ln -sf "$PWD/target/debug/libdipu_fake_cambricon.so" "$neuware/lib64/lib$lib.so"
 done
 NEUWARE_HOME="$neuware" ./target/debug/dipu selftest --vendor cambricon | tail -n 1
+# Every type and operator of the process group on 4 ranks, fp64 included
+# (CNCL has none: the group gathers it and reduces on the host).
+NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" DIPU_FAKE_DEVICES=4 \
+  cargo test --workspace --locked -q --test group_collectives 2>&1 | grep "test result"
 NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" DIPU_TEST_EXPECT_VENDOR=cambricon \
   cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
 tmp="$(mktemp -d)"
