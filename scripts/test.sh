@@ -236,6 +236,9 @@ torch_python=$(cat "$pylogs/torch-build.out")
 # interrupted run, a usage error or no tests collected: all but 0 fail CI.
 (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
 
+step "torch_dipu: the pip wheel in a fresh virtual environment, outside the repository, without PYTHONPATH (scripts/torch-wheel-check.sh)"
+./scripts/torch-wheel-check.sh
+
 step "paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included"
 # From the repository root: inside adapters/paddle_dipu the source package
 # would shadow the installed one.
