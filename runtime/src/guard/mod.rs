@@ -19,6 +19,7 @@
 
 mod quarantine;
 mod reuse;
+mod staging;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -32,6 +33,7 @@ use dipu_memcheck::{FreedRecord, GuardViolation, Side, GUARD_PATTERN};
 use dipu_stream::{DeviceContext, DeviceGuard, PooledEvent, Stream};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use staging::{HostCopy, Staging};
 
 /// The allocators' alignment: the guard before a buffer is rounded up to
 /// it, so the user's pointer keeps the alignment of an unguarded one.
@@ -72,9 +74,9 @@ struct Live {
 struct Pending {
     user: usize,
     live: Live,
-    /// Where the guards are copied (front, then back); its heap buffer
-    /// stays put while the copy runs.
-    copy: Vec<u8>,
+    /// Where the guards are copied (front, then back): a pinned buffer,
+    /// which stays put while the copy runs.
+    copy: HostCopy,
     /// Recorded on the allocation's stream after the copy.
     done: PooledEvent,
     /// The checker still holds the block (not poisoned): it goes back to
@@ -114,6 +116,8 @@ pub(crate) struct Guarded {
     /// With poison: the bytes the quarantine holds.
     quarantine: Option<usize>,
     state: Mutex<State>,
+    /// Free pinned buffers for the guards' copies.
+    staging: Staging,
 }
 
 /// The guarded allocators a runtime made, for checks of every live guard.
@@ -135,6 +139,7 @@ pub(crate) fn wrapper(
             sizes,
             quarantine,
             state: Mutex::default(),
+            staging: Staging::default(),
         });
         list.lock().push(Arc::clone(&g));
         register_for_exit(&g);
@@ -214,7 +219,7 @@ impl Guarded {
     /// returns the host buffer and an event recorded after the copy. The
     /// block can then go back to the allocator: its next user's work on
     /// that stream runs after the copy (stream order), as without guards.
-    fn copy_back(&self, user: usize, live: &Live) -> Result<(Vec<u8>, PooledEvent)> {
+    fn copy_back(&self, user: usize, live: &Live) -> Result<(HostCopy, PooledEvent)> {
         let GuardSizes { front, back } = self.sizes;
         let stream = &live.stream;
         for other in &live.streams {
@@ -222,7 +227,7 @@ impl Guarded {
             e.record(other)?;
             e.block(stream)?;
         }
-        let mut copy = vec![0u8; front + back];
+        let mut copy = self.staging.take(self.ctx, front + back);
         let _g = DeviceGuard::new(self.ctx, self.device())?;
         let queued = (|| {
             for (dst, src, len) in [(0, user - front, front), (front, user + live.bytes, back)] {
@@ -232,9 +237,9 @@ impl Guarded {
                 // SAFETY: `src..src + len` is a guard inside the block,
                 // which is not given back before this copy is queued;
                 // `copy` has room for both guards and outlives the copy: it
-                // is kept (its heap buffer unmoved) in the pending free
-                // until `done` has completed, or the stream is synchronized
-                // below before it is dropped.
+                // is kept (its buffer unmoved) in the pending free until
+                // `done` has completed, or the stream is synchronized below
+                // before it is reused.
                 unsafe {
                     self.ctx.api().memcpy_async(
                         copy.as_mut_ptr().add(dst).cast(),
@@ -254,6 +259,7 @@ impl Guarded {
             Err(e) => {
                 // A copy may be queued: let it finish before `copy` goes.
                 let _ = stream.synchronize();
+                self.staging.put(copy);
                 Err(e)
             }
         }
@@ -387,8 +393,9 @@ impl Guarded {
             }
             // In order: the rest of this stream's copies stay behind it.
             let mut p = state.pending.remove(i);
-            let (front, back) = p.copy.split_at(self.sizes.front);
+            let (front, back) = p.copy.bytes().split_at(self.sizes.front);
             let bad = self.judge(p.user, &mut p.live, [front, back], true, p.freed.as_ref());
+            self.staging.put(p.copy);
             found += bad;
             state.judged += bad;
             if p.held {
@@ -463,6 +470,11 @@ impl Drop for Guarded {
         if let Err(e) = self.flush(&mut state) {
             tracing::warn!("dipu memcheck: emptying the quarantine: {e}");
         }
+        for p in state.pending.drain(..) {
+            let _ = p.done.synchronize();
+            Staging::release(self.ctx, p.copy);
+        }
+        self.staging.release_all(self.ctx);
     }
 }
 
