@@ -527,7 +527,8 @@ fn c_two_processes_all_reduce() {
 
 /// `tests/c/memory_history.c` dumps a snapshot that Python's own pickle
 /// module reads in PyTorch's layout: three allocations from the named C
-/// function, one free, the segments with the two live blocks.
+/// function (and, after the native frames, the frames hook's), one free,
+/// the segments with the two live blocks.
 #[test]
 fn memory_history_dump_from_c_is_a_torch_snapshot() {
     let dir = tempfile::tempdir().unwrap();
@@ -560,6 +561,7 @@ print("allocs", [e["size"] for e in allocs])
 print("frees", [e["size"] for e in t if e["action"] == "free_requested"])
 print("segment_allocs", sum(e["action"] == "segment_alloc" for e in t))
 print("gamma", all(any(f["name"] == "alloc_from_gamma" for f in e["frames"]) for e in allocs))
+print("hook_last", all(e["frames"][-1]["filename"] == "model.py" and e["frames"][-1]["name"] == "layer" for e in allocs))
 live = sorted(b["requested_size"] for s in d["segments"] for b in s["blocks"] if b["state"] == "active_allocated")
 print("live", live)
 print("sizes_add_up", all(sum(b["size"] for b in s["blocks"]) == s["total_size"] for s in d["segments"]))
@@ -575,6 +577,7 @@ print("sizes_add_up", all(sum(b["size"] for b in s["blocks"]) == s["total_size"]
         "allocs [1000, 3145728, 4096]",
         "frees [3145728]",
         "gamma True",
+        "hook_last True",
         "live [1000, 4096]",
         "sizes_add_up True",
     ] {
