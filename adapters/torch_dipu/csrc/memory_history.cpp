@@ -1,59 +1,85 @@
 // Python frames in the runtime's memory history: a frames hook
-// (dipu_memory_history_set_frames_hook) over torch's CapturedTraceback.
-// Each recorded event gathers the Python frames as code objects and
-// instruction offsets (cheap, under the GIL); names and lines are looked
-// up only when a snapshot is taken. torch frees a traceback released
-// without the GIL later, under the GIL.
-#include <torch/csrc/profiler/combined_traceback.h>
-#include <torch/csrc/utils/pybind.h>
+// (dipu_memory_history_set_frames_hook) that walks the calling thread's
+// Python frames under the GIL. A capture keeps each frame's code object (a
+// reference) and instruction offset; names and lines are looked up only when
+// a snapshot is taken. (torch's CapturedTraceback would do as well, but its
+// first torch::symbolize sets up the native symbolizer: some 15 s on the
+// 2-core machine, even for Python frames only.)
+#include <Python.h>
+#include <frameobject.h>
 #include <torch/extension.h>
 
-#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
 
 #include "common.h"
 
 namespace torch_dipu {
 namespace {
 
-using Traceback = std::shared_ptr<torch::CapturedTraceback>;
+// One capture: each frame's code object (owned) and instruction offset,
+// innermost first.
+struct Captured {
+  std::vector<std::pair<PyCodeObject*, int>> frames;
+};
+
+// Whether Python can run code now (not before start nor while it ends).
+bool python_alive() { return Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0; }
 
 size_t capture_frames(void* /*user*/) noexcept {
+  // A thread Python does not know (a pure C++ thread) has no Python frames.
+  if (!python_alive() || PyGILState_GetThisThreadState() == nullptr) return 0;
+  auto* cap = new (std::nothrow) Captured;
+  if (cap == nullptr) return 0;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
   try {
-    if (!Py_IsInitialized()) return 0;
-    Traceback tb = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false,
-                                                    /*cpp=*/false);
-    if (!tb) return 0;
-    return reinterpret_cast<size_t>(new Traceback(std::move(tb)));
+    while (frame != nullptr) {
+      PyCodeObject* code = PyFrame_GetCode(frame);  // a new reference, kept
+      cap->frames.emplace_back(code, PyFrame_GetLasti(frame));
+      PyFrameObject* back = PyFrame_GetBack(frame);
+      Py_DECREF(frame);
+      frame = back;
+    }
   } catch (...) {
-    // No frames for this event rather than an exception through the runtime.
+    // Out of memory: the frames gathered so far stay.
+    Py_XDECREF(frame);
+  }
+  PyGILState_Release(gil);
+  if (cap->frames.empty()) {
+    delete cap;
     return 0;
   }
+  return reinterpret_cast<size_t>(cap);
 }
 
 void symbolize_frames(void* /*user*/, size_t handle, dipu_memory_frame_sink sink,
                       void* sink_ctx) noexcept {
-  if (handle == 0 || sink == nullptr || !Py_IsInitialized()) return;
-  try {
-    auto* tb = reinterpret_cast<Traceback*>(handle);
-    std::vector<torch::CapturedTraceback*> one{tb->get()};
-    torch::SymbolizedTracebacks st = torch::symbolize(one);
-    if (st.tracebacks.empty()) return;
-    for (uint64_t i : st.tracebacks[0]) {
-      const auto& f = st.all_frames.at(i);
-      sink(sink_ctx, f.filename.c_str(), static_cast<uint32_t>(f.lineno), f.funcname.c_str());
+  if (handle == 0 || sink == nullptr || !python_alive()) return;
+  const auto* cap = reinterpret_cast<const Captured*>(handle);
+  PyGILState_STATE gil = PyGILState_Ensure();
+  for (const auto& [code, lasti] : cap->frames) {
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const char* name = PyUnicode_AsUTF8(code->co_name);
+    if (file == nullptr || name == nullptr) {
+      PyErr_Clear();
+      continue;
     }
-  } catch (...) {
-    // The frames named so far stay; a snapshot is not worth a crash.
+    int line = PyCode_Addr2Line(code, lasti);
+    sink(sink_ctx, file, line > 0 ? static_cast<uint32_t>(line) : 0, name);
   }
+  PyGILState_Release(gil);
 }
 
 void release_frames(void* /*user*/, size_t handle) noexcept {
-  // After the interpreter is gone its code objects are too: leak the handle.
-  if (handle == 0 || !Py_IsInitialized()) return;
-  try {
-    delete reinterpret_cast<Traceback*>(handle);
-  } catch (...) {
-  }
+  auto* cap = reinterpret_cast<Captured*>(handle);
+  // Once Python has ended its code objects are gone: leak the capture.
+  if (cap == nullptr || !python_alive()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  for (auto& frame : cap->frames) Py_DECREF(frame.first);
+  PyGILState_Release(gil);
+  delete cap;
 }
 
 // Installs the hook once (the runtime keeps a copy of it).
