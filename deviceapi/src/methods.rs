@@ -28,11 +28,19 @@
 /// is read by the profiler only: `host` (a host slice), `queued CATEGORY
 /// STREAM` (also the stream's device time), `custom` (written by hand),
 /// each with `: key = value, ..` to record.
+///
+/// `for_each_device_method!(each CALLBACK)` calls `CALLBACK! { entry }`
+/// once a method instead (without the docs), where items may stand: in an
+/// `impl` or a trait.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! for_each_device_method {
-    ($callback:ident) => {
-        $callback! {
+    (each $callback:ident) => {
+        $crate::for_each_device_method!($crate::__device_method_each[$callback]);
+    };
+    ($($callback:tt)::+ $([$($extra:tt)*])?) => {
+        $($callback)::+! {
+            $([$($extra)*])?
             /// `device_count`.
             plain (host) [] fn device_count() -> i32;
                 c() -> out: *mut i32;
@@ -214,6 +222,53 @@ macro_rules! for_each_device_method {
             /// version of `describe`.
             vtable_only (none) [] fn version_full() -> ();
                 c(buf: *mut c_char, cap: usize, needed: *mut usize);
+        }
+    };
+}
+
+/// The `each` mode of [`for_each_device_method!`]: one `$callback! { .. }`
+/// a method.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __device_method_each {
+    ([$callback:ident] $(
+        $(#[$doc:meta])*
+        $kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+            c($($cn:ident: $ct:ty),*) $(-> $on:ident: $ot:ty)?;
+    )*) => {
+        $($callback! {
+            $kind $prof [$($unsafe)?] fn $name($($arg: $ty),*) -> $ret;
+                c($($cn: $ct),*) $(-> $on: $ot)?;
+        })*
+    };
+}
+
+/// `impl DeviceApi for $decorator`, a decorator of the vendor in its field
+/// `inner`: the facts a vendor describes once (`name`, `version`,
+/// `capabilities`, `comm_unique_id_size`) are the inner vendor's, and each
+/// listed method is what the decorator's own `$method! { entry }` writes
+/// (the entry as [`for_each_device_method!`] gives it, without the docs).
+/// The one place a decorator of every call is generated: per-call tracing
+/// here, profiling in `dipu-profiler`, and whatever observes vendor calls
+/// next plug their own `$method` into it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! device_api_decorator {
+    ($decorator:ty, $method:ident) => {
+        impl $crate::DeviceApi for $decorator {
+            fn name(&self) -> &str {
+                self.inner.name()
+            }
+            fn version(&self) -> String {
+                self.inner.version()
+            }
+            fn capabilities(&self) -> $crate::Capabilities {
+                self.inner.capabilities()
+            }
+            fn comm_unique_id_size(&self) -> usize {
+                self.inner.comm_unique_id_size()
+            }
+            $crate::for_each_device_method!(each $method);
         }
     };
 }

@@ -6,8 +6,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use crate::{
-    Capabilities, CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, EventHandle,
-    HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result, StreamHandle,
+    CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, EventHandle, HostCallback,
+    MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result, StreamHandle,
 };
 
 /// The `tracing` target of per-call vendor traces.
@@ -118,7 +118,7 @@ impl TraceFmt for HostCallback {
 /// consume its arguments) when the trace is on, then logged with its result.
 macro_rules! traced_method {
     (vtable_only $($rest:tt)*) => {};
-    ($kind:ident [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             let call = tracing::enabled!(target: TRACE_TARGET, tracing::Level::TRACE).then(|| {
                 format!(concat!(stringify!($name), "{:?}"), ($(Shown(&$arg),)*))
@@ -132,32 +132,7 @@ macro_rules! traced_method {
     };
 }
 
-/// `impl DeviceApi for Traced` from the method list.
-macro_rules! traced_side {
-    ($(
-        $(#[$doc:meta])*
-        $kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
-            c($($cn:ident: $ct:ty),*) $(-> $on:ident: $ot:ty)?;
-    )*) => {
-        impl DeviceApi for Traced {
-            fn name(&self) -> &str {
-                self.inner.name()
-            }
-            fn version(&self) -> String {
-                self.inner.version()
-            }
-            fn capabilities(&self) -> Capabilities {
-                self.inner.capabilities()
-            }
-            fn comm_unique_id_size(&self) -> usize {
-                self.inner.comm_unique_id_size()
-            }
-            $(traced_method!($kind [$($unsafe)?] $name($($arg: $ty),*) -> $ret);)*
-        }
-    };
-}
-
-crate::for_each_device_method!(traced_side);
+crate::device_api_decorator!(Traced, traced_method);
 
 #[cfg(test)]
 mod tests {

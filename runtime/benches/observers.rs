@@ -108,9 +108,40 @@ fn paired(rt: &Arc<Runtime>, stream: Stream, name: &str, a: Variant, b: Variant)
     );
 }
 
+/// `--count VARIANT N`: only `N` pairs of one variant (`hit`,
+/// `hit-compiled-out`, `pair`, `pair-compiled-out`), untimed, for
+/// instruction counts under callgrind (scripts/bench-observers-callgrind.sh).
+fn count_only(rt: &Arc<Runtime>, stream: Stream) -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(i) = args.iter().position(|a| a == "--count") else {
+        return false;
+    };
+    let v = match args.get(i + 1).map(String::as_str) {
+        Some("hit") => Variant::Hit,
+        Some("hit-compiled-out") => Variant::HitCompiledOut,
+        Some("pair") => Variant::Pair,
+        Some("pair-compiled-out") => Variant::PairCompiledOut,
+        other => {
+            panic!("--count takes hit, hit-compiled-out, pair or pair-compiled-out, not {other:?}")
+        }
+    };
+    let n: u32 = args
+        .get(i + 2)
+        .and_then(|n| n.parse().ok())
+        .expect("--count VARIANT N: N pairs");
+    for _ in 0..n {
+        one_pair(rt, stream, v);
+    }
+    println!("{n} pairs");
+    true
+}
+
 fn main() {
     let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit)).unwrap();
     let stream = rt.context().stream_from_pool(0, false).unwrap();
+    if count_only(&rt, stream) {
+        return;
+    }
     paired(
         &rt,
         stream,

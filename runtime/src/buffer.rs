@@ -82,7 +82,7 @@ impl Runtime {
     /// that the hit paths, which bypass them, step aside: one load of the
     /// flag they keep ([`dipu_deviceapi::observe`]).
     #[inline(always)]
-    fn observed(&self) -> bool {
+    pub(crate) fn observed(&self) -> bool {
         !cfg!(feature = "observers-compiled-out") && self.observers.any_on()
     }
 
@@ -102,22 +102,28 @@ impl Runtime {
     #[inline(always)]
     fn allocate_with<const CHECK: bool>(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
         self.check_stream(&stream, "allocate")?;
-        let alloc = self
+        let result = self
             .allocators
             .get(stream.device())?
-            .allocate(bytes, stream)?;
+            .allocate(bytes, stream);
+        // The allocator's result goes through as it is: the hot path
+        // neither unpacks it nor keeps it for the observers.
         if CHECK && self.observed() {
-            self.observe_allocate(&alloc);
+            return self.observe_allocate(result);
         }
-        Ok(alloc)
+        result
     }
 
-    /// Tells the trace and the memory checker, those that are on, of `alloc`.
+    /// Tells the trace and the memory checker, those that are on, of the
+    /// allocation in `result`, and returns it.
     #[cold]
     #[inline(never)]
-    fn observe_allocate(&self, alloc: &Allocation) {
+    fn observe_allocate(&self, result: Result<Allocation>) -> Result<Allocation> {
+        let Ok(alloc) = result else {
+            return result;
+        };
         if dipu_profiler::enabled() {
-            crate::trace::allocate(alloc);
+            crate::trace::allocate(&alloc);
         }
         if dipu_memcheck::enabled() {
             dipu_memcheck::on_alloc(
@@ -127,6 +133,7 @@ impl Runtime {
                 Some(alloc.stream.id()),
             );
         }
+        result
     }
 
     /// At least `bytes` of pinned host memory, zero-filled (zero bytes: an

@@ -288,7 +288,7 @@ impl Runtime {
         if ptr.is_null() {
             return Ok(());
         }
-        if CHECK && self.observers.any_on() {
+        if CHECK && self.observed() {
             if let Some(result) = self.observe_free(alloc, device, ptr) {
                 return result;
             }

@@ -243,19 +243,19 @@ mod by_hand {
 /// each argument to its C value and the out-value back; a `special` one
 /// is in [`by_hand`].
 macro_rules! import_method {
-    (plain [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; -> $on:ident: $ot:ty) => {
+    (plain $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; c($($c:tt)*) -> $on:ident: $ot:ty;) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             let mut out = AbiOut::zero();
             ffi!(self.$name($($arg.into_abi(),)* std::ptr::addr_of_mut!(out)))?;
             FromAbi::from_abi(out)
         }
     };
-    (plain [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;) => {
+    (plain $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; c($($c:tt)*);) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             ffi!(self.$name($($arg.into_abi()),*))
         }
     };
-    (special [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $(-> $on:ident: $ot:ty)?) => {
+    (special $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             // SAFETY: the arguments are passed on unchanged, so the caller's
             // `DeviceApi` contract carries over.
@@ -268,29 +268,20 @@ macro_rules! import_method {
     (vtable_only $($rest:tt)*) => {};
 }
 
-/// `impl DeviceApi for PluginVendor` from the method list.
-macro_rules! import_side {
-    ($(
-        $(#[$doc:meta])*
-        $kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
-            c($($cn:ident: $ct:ty),*) $(-> $on:ident: $ot:ty)?;
-    )*) => {
-        impl DeviceApi for PluginVendor {
-            fn name(&self) -> &str {
-                &self.name
-            }
-            fn version(&self) -> String {
-                self.version.clone()
-            }
-            fn capabilities(&self) -> Capabilities {
-                self.capabilities
-            }
-            fn comm_unique_id_size(&self) -> usize {
-                self.comm_unique_id_size
-            }
-            $(import_method!($kind [$($unsafe)?] $name($($arg: $ty),*) -> $ret; $(-> $on: $ot)?);)*
-        }
-    };
+/// `impl DeviceApi for PluginVendor`: the facts from `describe`, and every
+/// listed method.
+impl DeviceApi for PluginVendor {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+    fn comm_unique_id_size(&self) -> usize {
+        self.comm_unique_id_size
+    }
+    crate::for_each_device_method!(each import_method);
 }
-
-crate::for_each_device_method!(import_side);

@@ -8,16 +8,50 @@ use std::sync::Arc;
 use super::export::create_vtable;
 use super::import::PluginVendor;
 use crate::{
-    CopyKind, DeviceApi, DeviceProperties, Error, ErrorKind, EventHandle, HostCallback, MemoryInfo,
-    PriorityRange, Result, StreamHandle,
+    CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, Error, ErrorKind, EventHandle,
+    HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result, StreamHandle,
 };
 
 /// A vendor with canned answers: device_count panics, malloc fails with a
-/// vendor code, host callbacks run at once on stream 1 and fail elsewhere.
+/// vendor code, host callbacks run at once on stream 1 and fail elsewhere,
+/// and every method [`Answers`] does not answer fails with [`nope`].
 struct Mock;
 
 fn nope<T>() -> Result<T> {
     Err(Error::invalid_argument("mock"))
+}
+
+/// One default of [`Answers`]: [`nope`].
+macro_rules! nope_by_default {
+    (vtable_only $($rest:tt)*) => {};
+    ($kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
+        $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+            let _ = ($($arg,)*);
+            nope()
+        }
+    };
+}
+
+/// What the mock answers: every listed method, [`nope`] unless the mock
+/// says otherwise (generated from the method list, so that these tests
+/// spell out only the methods they give answers).
+trait Answers {
+    crate::for_each_device_method!(each nope_by_default);
+}
+
+/// One method of `impl DeviceApi for Mock`: the mock's [`Answers`].
+macro_rules! answered {
+    (vtable_only $($rest:tt)*) => {};
+    ($kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
+        $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+            // SAFETY: the arguments are passed on unchanged, so the caller's
+            // `DeviceApi` contract carries over.
+            #[allow(unused_unsafe)]
+            unsafe {
+                Answers::$name(self, $($arg),*)
+            }
+        }
+    };
 }
 
 impl DeviceApi for Mock {
@@ -27,6 +61,10 @@ impl DeviceApi for Mock {
     fn version(&self) -> String {
         mock_version()
     }
+    crate::for_each_device_method!(each answered);
+}
+
+impl Answers for Mock {
     fn device_count(&self) -> Result<i32> {
         panic!("device_count exploded")
     }
@@ -58,21 +96,6 @@ impl DeviceApi for Mock {
             format!("cannot allocate {bytes} bytes"),
         ))
     }
-    unsafe fn free(&self, _: *mut c_void) -> Result<()> {
-        nope()
-    }
-    fn malloc_host(&self, _: usize) -> Result<*mut c_void> {
-        nope()
-    }
-    unsafe fn free_host(&self, _: *mut c_void) -> Result<()> {
-        nope()
-    }
-    unsafe fn memset(&self, _: *mut c_void, _: u8, _: usize) -> Result<()> {
-        nope()
-    }
-    unsafe fn memset_async(&self, _: *mut c_void, _: u8, _: usize, _: StreamHandle) -> Result<()> {
-        nope()
-    }
     unsafe fn memcpy(
         &self,
         _: *mut c_void,
@@ -87,37 +110,6 @@ impl DeviceApi for Mock {
         );
         Ok(())
     }
-    unsafe fn memcpy_async(
-        &self,
-        _: *mut c_void,
-        _: *const c_void,
-        _: usize,
-        _: CopyKind,
-        _: StreamHandle,
-    ) -> Result<()> {
-        nope()
-    }
-    unsafe fn memcpy_peer(
-        &self,
-        _: *mut c_void,
-        _: i32,
-        _: *const c_void,
-        _: i32,
-        _: usize,
-    ) -> Result<()> {
-        nope()
-    }
-    unsafe fn memcpy_peer_async(
-        &self,
-        _: *mut c_void,
-        _: i32,
-        _: *const c_void,
-        _: i32,
-        _: usize,
-        _: StreamHandle,
-    ) -> Result<()> {
-        nope()
-    }
     fn stream_priority_range(&self) -> Result<PriorityRange> {
         Ok(PriorityRange {
             least: 0,
@@ -127,17 +119,8 @@ impl DeviceApi for Mock {
     fn stream_create(&self, priority: i32) -> Result<StreamHandle> {
         Ok(StreamHandle::from_raw(100 + priority.unsigned_abs() as u64))
     }
-    unsafe fn stream_destroy(&self, _: StreamHandle) -> Result<()> {
-        nope()
-    }
-    unsafe fn stream_synchronize(&self, _: StreamHandle) -> Result<()> {
-        nope()
-    }
     unsafe fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
         Ok(stream.as_raw() == 1)
-    }
-    unsafe fn stream_wait_event(&self, _: StreamHandle, _: EventHandle) -> Result<()> {
-        nope()
     }
     unsafe fn launch_host_func(&self, stream: StreamHandle, callback: HostCallback) -> Result<()> {
         if stream.as_raw() != 1 {
@@ -145,21 +128,6 @@ impl DeviceApi for Mock {
         }
         callback();
         Ok(())
-    }
-    fn event_create(&self, _: bool) -> Result<EventHandle> {
-        nope()
-    }
-    unsafe fn event_destroy(&self, _: EventHandle) -> Result<()> {
-        nope()
-    }
-    unsafe fn event_record(&self, _: EventHandle, _: StreamHandle) -> Result<()> {
-        nope()
-    }
-    unsafe fn event_query(&self, _: EventHandle) -> Result<bool> {
-        nope()
-    }
-    unsafe fn event_synchronize(&self, _: EventHandle) -> Result<()> {
-        nope()
     }
     unsafe fn event_elapsed_ms(&self, _: EventHandle, _: EventHandle) -> Result<f32> {
         Ok(1.5)

@@ -4,8 +4,8 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use dipu_deviceapi::{
-    Capabilities, CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, EventHandle,
-    HostCallback, MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result, StreamHandle,
+    CommHandle, CopyKind, DataType, DeviceApi, DeviceProperties, EventHandle, HostCallback,
+    MemoryInfo, PhysicalMemHandle, PriorityRange, ReduceOp, Result, StreamHandle,
 };
 
 use super::device::DeviceTimes;
@@ -155,12 +155,12 @@ macro_rules! args {
 /// says: a host slice, a host slice and the stream's device time, or
 /// written by hand in [`custom`].
 macro_rules! profiled_method {
-    ((host $(: $($key:ident = $value:expr),*)?) [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($kind:ident (host $(: $($key:ident = $value:expr),*)?) [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             host!(self, $name($($arg),*), args!($($($key = $value),*)?))
         }
     };
-    ((queued $cat:ident $stream:ident $(: $($key:ident = $value:expr),*)?) [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($kind:ident (queued $cat:ident $stream:ident $(: $($key:ident = $value:expr),*)?) [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             queued!(
                 self,
@@ -171,7 +171,7 @@ macro_rules! profiled_method {
             )
         }
     };
-    ((custom) [$($unsafe:tt)?] $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($kind:ident (custom) [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($c:tt)*) => {
         $($unsafe)? fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
             // SAFETY: the arguments are passed on unchanged, so the caller's
             // `DeviceApi` contract carries over.
@@ -181,35 +181,10 @@ macro_rules! profiled_method {
             }
         }
     };
-    ((none) $($rest:tt)*) => {};
+    ($kind:ident (none) $($rest:tt)*) => {};
 }
 
-/// `impl DeviceApi for Profiled` from the method list.
-macro_rules! profiled_side {
-    ($(
-        $(#[$doc:meta])*
-        $kind:ident $prof:tt [$($unsafe:tt)?] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
-            c($($cn:ident: $ct:ty),*) $(-> $on:ident: $ot:ty)?;
-    )*) => {
-        impl DeviceApi for Profiled {
-            fn name(&self) -> &str {
-                self.inner.name()
-            }
-            fn version(&self) -> String {
-                self.inner.version()
-            }
-            fn capabilities(&self) -> Capabilities {
-                self.inner.capabilities()
-            }
-            fn comm_unique_id_size(&self) -> usize {
-                self.inner.comm_unique_id_size()
-            }
-            $(profiled_method!($prof [$($unsafe)?] $name($($arg: $ty),*) -> $ret);)*
-        }
-    };
-}
-
-dipu_deviceapi::for_each_device_method!(profiled_side);
+dipu_deviceapi::device_api_decorator!(Profiled, profiled_method);
 
 /// The methods marked `custom`: besides their slices, they keep the stream
 /// and event bookkeeping of [`DeviceTimes`] or time the host callback.
