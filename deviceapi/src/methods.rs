@@ -8,7 +8,7 @@
 //!
 //! Left out are the facts a vendor describes once (`name`, `version`,
 //! `capabilities`, `comm_unique_id_size`): the plugin ABI carries them in
-//! `describe`, and every decorator forwards them by hand.
+//! `describe`, and `device_api_decorator!` takes them from the inner vendor.
 
 /// Calls `$callback! { entries }` with every forwarded [`DeviceApi`](crate::DeviceApi)
 /// method, in vtable order. Each entry reads:
