@@ -17,11 +17,13 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 
-# Total instructions of one run of "$@" under callgrind.
+# Instructions of the main thread in one run of "$@" under callgrind (the
+# runtime's background threads are left out: their work follows the clock).
 ir() {
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$@" >/dev/null 2>"$tmp/cg.err" ||
-    { cat "$tmp/cg.err" >&2; exit 1; }
-  awk '/^(summary|totals):/ { print $2; exit }' "$tmp/cg.out"
+  rm -f "$tmp"/cg.out*
+  valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$tmp/cg.out" "$@" \
+    >/dev/null 2>"$tmp/cg.err" || { cat "$tmp/cg.err" >&2; exit 1; }
+  awk '/^(summary|totals):/ { print $2; exit }' "$tmp/cg.out-01"
 }
 
 # Per-pair instructions of "$@" N, from runs of N and 2N pairs.

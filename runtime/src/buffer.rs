@@ -102,16 +102,13 @@ impl Runtime {
     #[inline(always)]
     fn allocate_with<const CHECK: bool>(&self, bytes: usize, stream: Stream) -> Result<Allocation> {
         self.check_stream(&stream, "allocate")?;
-        let result = self
-            .allocators
-            .get(stream.device())?
-            .allocate(bytes, stream);
-        // The allocator's result goes through as it is: the hot path
-        // neither unpacks it nor keeps it for the observers.
+        let alloc = self.allocators.get(stream.device())?;
+        // Loaded before the call: the hot path keeps one bit across it, and
+        // the allocator's result goes through as it is.
         if CHECK && self.observed() {
-            return self.observe_allocate(result);
+            return self.observe_allocate(alloc.allocate(bytes, stream));
         }
-        result
+        alloc.allocate(bytes, stream)
     }
 
     /// Tells the trace and the memory checker, those that are on, of the
