@@ -3,6 +3,7 @@
 # build with it compiled out (docs/benchmarks.md, "One observer flag"):
 # dipu_malloc + dipu_free from C (two builds of libdipu_runtime.so in one
 # process), then the allocator's own pairs through Runtime (one build).
+# The same in instructions (deterministic): scripts/bench-observers-callgrind.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
