@@ -127,7 +127,8 @@ impl DeviceApi for HostVendor {
     }
 
     unsafe fn memset(&self, ptr: *mut c_void, value: u8, bytes: usize) -> Result<()> {
-        let call = format!("memset({ptr:p}, {value:#04x}, {bytes})");
+        let at = ptr as usize;
+        let call = move || format!("memset({at:#x}, {value:#04x}, {bytes})");
         self.run_sync(ops::memset(&self.memory, call, ptr, value, bytes)?)
     }
 
@@ -138,7 +139,8 @@ impl DeviceApi for HostVendor {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        let call = format!("memset_async({ptr:p}, {value:#04x}, {bytes}, {stream:?})");
+        let at = ptr as usize;
+        let call = move || format!("memset_async({at:#x}, {value:#04x}, {bytes}, {stream:?})");
         self.run_async(stream, ops::memset(&self.memory, call, ptr, value, bytes)?)
     }
 
@@ -149,7 +151,8 @@ impl DeviceApi for HostVendor {
         bytes: usize,
         kind: CopyKind,
     ) -> Result<()> {
-        let call = format!("memcpy({dst:p}, {src:p}, {bytes}, {kind:?})");
+        let (to, from) = (dst as usize, src as usize);
+        let call = move || format!("memcpy({to:#x}, {from:#x}, {bytes}, {kind:?})");
         self.run_sync(ops::memcpy(&self.memory, call, dst, src, bytes, kind)?)
     }
 
@@ -161,7 +164,9 @@ impl DeviceApi for HostVendor {
         kind: CopyKind,
         stream: StreamHandle,
     ) -> Result<()> {
-        let call = format!("memcpy_async({dst:p}, {src:p}, {bytes}, {kind:?}, {stream:?})");
+        let (to, from) = (dst as usize, src as usize);
+        let call =
+            move || format!("memcpy_async({to:#x}, {from:#x}, {bytes}, {kind:?}, {stream:?})");
         let op = ops::memcpy(&self.memory, call, dst, src, bytes, kind)?;
         let target = self.stream(stream)?;
         let Some(op) = op else {
@@ -521,16 +526,21 @@ impl HostVendor {
         bytes: usize,
         stream: Option<StreamHandle>,
     ) -> Result<Option<Op>> {
-        let call = match stream {
+        let (to, from) = (dst as usize, src as usize);
+        let call = move || {
+            match stream {
             Some(s) => format!(
-                "memcpy_peer_async({dst:p} on {dst_device}, {src:p} on {src_device}, {bytes}, {s:?})"
+                "memcpy_peer_async({to:#x} on {dst_device}, {from:#x} on {src_device}, {bytes}, {s:?})"
             ),
-            None => format!("memcpy_peer({dst:p} on {dst_device}, {src:p} on {src_device}, {bytes})"),
+            None => {
+                format!("memcpy_peer({to:#x} on {dst_device}, {from:#x} on {src_device}, {bytes})")
+            }
+        }
         };
         self.check_device(dst_device)
-            .map_err(|e| e.context(&call))?;
+            .map_err(|e| e.context(call()))?;
         self.check_device(src_device)
-            .map_err(|e| e.context(&call))?;
+            .map_err(|e| e.context(call()))?;
         ops::memcpy_peer(
             &self.memory,
             call,

@@ -41,19 +41,24 @@ fn null_check(side: &str, ptr: usize, bytes: usize) -> Result<()> {
     Ok(())
 }
 
+/// Describes the call an operation came from, for its errors only: built
+/// when an error needs it, so the common path formats nothing.
+pub(crate) trait Describe: Fn() -> String + Send + 'static {}
+impl<F: Fn() -> String + Send + 'static> Describe for F {}
+
 /// Checks `checks` now and builds an op that checks them again and then
 /// runs `body` under the registry's read lock.
 fn checked_op(
     memory: &Arc<Memory>,
-    call: String,
+    call: impl Describe,
     checks: Vec<Check>,
     body: impl FnOnce() + Send + 'static,
 ) -> Result<Op> {
-    validate(&memory.read(), &checks).map_err(|e| e.context(&call))?;
+    validate(&memory.read(), &checks).map_err(|e| e.context(call()))?;
     let memory = Arc::clone(memory);
     Ok(Box::new(move || {
         let regions = memory.read();
-        validate(&regions, &checks).map_err(|e| e.context(&call))?;
+        validate(&regions, &checks).map_err(|e| e.context(call()))?;
         body();
         drop(regions);
         Ok(())
@@ -63,7 +68,7 @@ fn checked_op(
 /// `memset` of device memory.
 pub(crate) fn memset(
     memory: &Arc<Memory>,
-    call: String,
+    call: impl Describe,
     dst: *mut c_void,
     value: u8,
     bytes: usize,
@@ -89,7 +94,7 @@ pub(crate) fn memset(
 /// `memcpy` in direction `kind`; the host side is not checked.
 pub(crate) fn memcpy(
     memory: &Arc<Memory>,
-    call: String,
+    call: impl Describe,
     dst: *mut c_void,
     src: *const c_void,
     bytes: usize,
@@ -107,7 +112,7 @@ pub(crate) fn memcpy(
 /// `memcpy_peer` from `src` on `src_device` to `dst` on `dst_device`.
 pub(crate) fn memcpy_peer(
     memory: &Arc<Memory>,
-    call: String,
+    call: impl Describe,
     (dst, dst_device): (*mut c_void, i32),
     (src, src_device): (*const c_void, i32),
     bytes: usize,
@@ -124,7 +129,7 @@ pub(crate) fn memcpy_peer(
 /// A copy; each side is (address, `Some(device constraint)` if device memory).
 fn copy(
     memory: &Arc<Memory>,
-    call: String,
+    call: impl Describe,
     (dst, dst_dev): (usize, Option<Option<i32>>),
     (src, src_dev): (usize, Option<Option<i32>>),
     bytes: usize,
@@ -132,8 +137,8 @@ fn copy(
     if bytes == 0 {
         return Ok(None);
     }
-    null_check("destination", dst, bytes).map_err(|e| e.context(&call))?;
-    null_check("source", src, bytes).map_err(|e| e.context(&call))?;
+    null_check("destination", dst, bytes).map_err(|e| e.context(call()))?;
+    null_check("source", src, bytes).map_err(|e| e.context(call()))?;
     let mut checks = Vec::with_capacity(2);
     if let Some(device) = dst_dev {
         checks.push(Check {
@@ -168,7 +173,8 @@ pub(crate) fn fill(
     bytes: usize,
     duration: Duration,
 ) -> Result<Op> {
-    let call = format!("fill kernel ({dst:p}, {value:#04x}, {bytes} bytes)");
+    let at = dst as usize;
+    let call = move || format!("fill kernel ({at:#x}, {value:#04x}, {bytes} bytes)");
     let write = memset(memory, call, dst, value, bytes)?;
     Ok(Box::new(move || {
         std::thread::sleep(duration);
