@@ -5,7 +5,11 @@ use std::collections::HashMap;
 
 use super::{Frame, MAX_FRAMES};
 
-/// Up to [`MAX_FRAMES`] return addresses, innermost first.
+/// Return addresses captured per event, the history's and the runtime's
+/// own frames included.
+const CAPTURED_FRAMES: usize = 3 * MAX_FRAMES;
+
+/// Up to [`CAPTURED_FRAMES`] return addresses, innermost first.
 pub(crate) struct Stack {
     ips: Box<[usize]>,
 }
@@ -13,10 +17,14 @@ pub(crate) struct Stack {
 impl Stack {
     /// The caller's stack, without resolving it.
     pub(crate) fn capture() -> Stack {
-        let mut ips = Vec::with_capacity(MAX_FRAMES);
+        // The capture machinery and the runtime's own layers come first and
+        // are dropped when resolving (an unoptimised build inlines none of
+        // them: twenty frames or more), so capture enough to keep
+        // [`MAX_FRAMES`] of the caller's.
+        let mut ips = Vec::with_capacity(CAPTURED_FRAMES);
         backtrace::trace(|frame| {
             ips.push(frame.ip() as usize);
-            ips.len() < MAX_FRAMES
+            ips.len() < CAPTURED_FRAMES
         });
         Stack { ips: ips.into() }
     }
