@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use common::{runtime, setups};
 use dipu_runtime::memcheck::{self, MemCheck, Side};
-use dipu_runtime::{Algorithm, CopyKind, Runtime, Stream};
+use dipu_runtime::{Algorithm, CopyKind, Pool, Runtime, Stream};
 use parking_lot::{Mutex, MutexGuard};
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -226,6 +226,20 @@ fn statistics_count_the_guards_not_the_kept_blocks() {
         assert_eq!(stats.allocation.current, 0, "{algorithm}: kept");
         assert_eq!(stats.allocated_bytes.current, 0, "{algorithm}: kept");
         assert_eq!(stats.requested_bytes.current, 0, "{algorithm}: kept");
+        // Nor in its pool: the pools still add up to the aggregate.
+        for pool in [Pool::Small, Pool::Large] {
+            let part = stats.pool(pool);
+            assert_eq!(part.allocation.current, 0, "{algorithm} {pool:?}: kept");
+            assert_eq!(
+                part.allocated_bytes.current, 0,
+                "{algorithm} {pool:?}: kept"
+            );
+            assert_eq!(part.active_bytes.current, 0, "{algorithm} {pool:?}: kept");
+            assert_eq!(
+                part.requested_bytes.current, 0,
+                "{algorithm} {pool:?}: kept"
+            );
+        }
         assert!(
             stats.reserved_bytes.current > 0,
             "{algorithm}: still reserved"

@@ -26,7 +26,8 @@ use std::ffi::c_void;
 use std::sync::{Arc, Once, Weak};
 
 use dipu_allocator::{
-    Algorithm, Allocation, AllocatorWrapper, DeviceAllocator, DeviceStats, LiveBlock, Snapshot,
+    Algorithm, Allocation, AllocatorWrapper, DeviceAllocator, DeviceStats, LiveBlock, Pool,
+    Snapshot,
 };
 use dipu_deviceapi::{CopyKind, Error, Result};
 use dipu_memcheck::{FreedRecord, GuardViolation, Side, GUARD_PATTERN};
@@ -618,20 +619,36 @@ impl DeviceAllocator for Handle {
         }
         let snapshot = g.inner.snapshot();
         let mut sizes = HashMap::with_capacity(held.len());
-        for b in snapshot.segments.iter().flat_map(|s| &s.blocks) {
-            sizes.insert(b.address, (b.size, b.requested));
+        for s in &snapshot.segments {
+            // The snapshot names a segment's pool as the statistics count it.
+            let pool = if s.pool == "small" {
+                Pool::Small
+            } else {
+                Pool::Large
+            };
+            for b in &s.blocks {
+                sizes.insert(b.address, (b.size, b.requested, pool));
+            }
         }
         for base in held {
-            let Some(&(size, requested)) = sizes.get(&base) else {
+            let Some(&(size, requested, pool)) = sizes.get(&base) else {
                 continue;
             };
             let (size, requested) = (size as u64, requested as u64);
             let sub = |v: &mut u64, by: u64| *v = v.saturating_sub(by);
+            // The aggregate, then the block's pool, so the pools still add
+            // up to it.
             sub(&mut stats.allocation.current, 1);
             sub(&mut stats.active.current, 1);
             sub(&mut stats.allocated_bytes.current, size);
             sub(&mut stats.active_bytes.current, size);
             sub(&mut stats.requested_bytes.current, requested);
+            let part = stats.pool_mut(pool);
+            sub(&mut part.allocation.current, 1);
+            sub(&mut part.active.current, 1);
+            sub(&mut part.allocated_bytes.current, size);
+            sub(&mut part.active_bytes.current, size);
+            sub(&mut part.requested_bytes.current, requested);
         }
         stats
     }
