@@ -89,8 +89,22 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
 loom=$!
 
 step "the runtime's whole suite under the memory checker (guard bytes and poisoned frees on every allocation)"
-DIPU_MEM_CHECK=1 DIPU_MEM_CHECK_GUARD_BYTES=64 DIPU_MEM_CHECK_POISON=1 \
-  cargo test --locked -q -p dipu-runtime 2>&1 | grep "test result"
+# The runtime's test binaries that `cargo test --workspace` built above,
+# run again (`cargo test -p dipu-runtime` would resolve features for that
+# package alone and rebuild it and its dependencies first). memcheck_replay
+# is left out: it sets these same options itself and ran above.
+runtime_tests=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"] \
+            and m["package_id"].split("#")[0].endswith("/runtime") and m["target"]["name"] != "memcheck_replay":
+        print(m["executable"])
+')
+[ "$(wc -w <<<"$runtime_tests")" -ge 7 ] || { echo "the runtime's test binaries were not found: $runtime_tests" >&2; exit 1; }
+for bin in $runtime_tests; do
+  (cd runtime && DIPU_MEM_CHECK=1 DIPU_MEM_CHECK_GUARD_BYTES=64 DIPU_MEM_CHECK_POISON=1 "$bin" -q 2>&1 | grep "test result" | sed "s|^|$(basename "$bin"): |")
+done
 
 step "C API: scripts/install.sh into a scratch prefix, build and run the example with pkg-config"
 tmp="$(mktemp -d)"
