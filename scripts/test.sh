@@ -79,6 +79,38 @@ torch_build=$!
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
 
+# The test binaries `cargo test --workspace` built, a line each: the
+# package's folder and the executable. The steps below run them again under
+# other settings through these, not through `cargo test -p`, which resolves
+# features for one package alone and so rebuilds it and its dependencies.
+cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, os, sys
+root = os.getcwd()
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(os.path.relpath(os.path.dirname(m["manifest_path"]), root), m["executable"])
+' >"$pylogs/test-bins"
+# The test executables of the package in folder $1 (all, or the one named $2).
+test_bins() {
+  local bins
+  bins=$(awk -v dir="$1" -v name="${2:-}" '$1 == dir && (name == "" || index($2, "/" name "-")) { print $2 }' "$pylogs/test-bins")
+  [ -n "$bins" ] || { echo "no test binary ${2:-} in $1" >&2; return 1; }
+  echo "$bins"
+}
+# Each assigned on its own line, so a missing binary stops the run.
+runtime_bins=$(test_bins runtime)
+guard_bins=$(test_bins runtime memcheck_guards)
+poison_bins=$(test_bins runtime memcheck_poison)
+cambricon_lib_bin=$(test_bins vendors/cambricon dipu_vendor_cambricon)
+# Runs "$@" (a test binary, maybe behind env) in the package folder $1,
+# where cargo runs its tests, and shows its result line; fails as it fails.
+in_package() {
+  local dir=$1
+  shift
+  (cd "$dir" && "$@" 2>&1 | grep "test result")
+}
+
 # The loom models build in their own target dir (no lock shared with the
 # steps below), so they compile while the next steps mostly wait on
 # processes; their output shows before the PyTorch steps.
@@ -89,21 +121,8 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
 loom=$!
 
 step "the runtime's whole suite under the memory checker (guard bytes and poisoned frees on every allocation)"
-# The runtime's test binaries that `cargo test --workspace` built above,
-# run again (`cargo test -p dipu-runtime` would resolve features for that
-# package alone and rebuild it and its dependencies first). memcheck_replay
-# is left out: it sets these same options itself and ran above.
-runtime_tests=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"] \
-            and m["package_id"].split("#")[0].endswith("/runtime") and m["target"]["name"] != "memcheck_replay":
-        print(m["executable"])
-')
-[ "$(wc -w <<<"$runtime_tests")" -ge 7 ] || { echo "the runtime's test binaries were not found: $runtime_tests" >&2; exit 1; }
-for bin in $runtime_tests; do
-  (cd runtime && DIPU_MEM_CHECK=1 DIPU_MEM_CHECK_GUARD_BYTES=64 DIPU_MEM_CHECK_POISON=1 "$bin" -q 2>&1 | grep "test result" | sed "s|^|$(basename "$bin"): |")
+for bin in $(grep -v /memcheck_replay- <<<"$runtime_bins"); do
+  in_package runtime env DIPU_MEM_CHECK=1 DIPU_MEM_CHECK_GUARD_BYTES=64 DIPU_MEM_CHECK_POISON=1 "$bin" -q
 done
 
 step "C API: scripts/install.sh into a scratch prefix, build and run the example with pkg-config"
@@ -159,8 +178,10 @@ on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_FAKE_DE
   cargo test --workspace --locked --test group_collectives
 # The memory checker's guard bytes and poisoned frees on the CUDA vendor
 # (DIPU_TEST_EXPECT_VENDOR fails the tests if another vendor loaded).
-on_fakes env DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_TEST_EXPECT_VENDOR=cuda \
-  cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
+for bin in $guard_bins $poison_bins; do
+  in_package runtime env DIPU_CUDA_HOME="$fake" LD_LIBRARY_PATH="$fake/lib64" \
+    DIPU_VENDOR="$PWD/target/debug/libdipu_vendor_cuda.so" DIPU_TEST_EXPECT_VENDOR=cuda "$bin" -q
+done
 # The C ABI on CUDA: the C test programs of one process (allreduce.c needs
 # two processes, which the fake NCCL, ranks as threads, does not join).
 ctmp="$(mktemp -d)"
@@ -184,8 +205,10 @@ NEUWARE_HOME="$neuware" ./target/debug/dipu selftest --vendor cambricon | tail -
 # (CNCL has none: the group gathers it and reduces on the host).
 NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" DIPU_FAKE_DEVICES=4 \
   cargo test --workspace --locked -q --test group_collectives 2>&1 | grep "test result"
-NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" DIPU_TEST_EXPECT_VENDOR=cambricon \
-  cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
+for bin in $guard_bins $poison_bins; do
+  in_package runtime env NEUWARE_HOME="$neuware" DIPU_VENDOR=cambricon DIPU_VENDOR_PATH="$PWD/target/debug" \
+    DIPU_TEST_EXPECT_VENDOR=cambricon "$bin" -q
+done
 tmp="$(mktemp -d)"
 DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$tmp" >/dev/null
 for prog in example threads; do
@@ -201,7 +224,7 @@ fi
 grep -q "libcnrt.so not found; looked in: $tmp/no-neuware/lib64 (NEUWARE_HOME)" "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 rm -rf "$tmp"
 finish "$cambricon_prototypes" "$pylogs/cambricon-prototypes.log"
-cargo test --locked -p dipu-vendor-cambricon --lib published -- --ignored
+in_package vendors/cambricon "$cambricon_lib_bin" published --ignored
 step "Ascend on the fake CANN (dipu-fake-ascend, new and old-CANN builds): selftest, every allocator algorithm and expandable segments, the process group on 2 and 4 ranks, the C API; then no CANN at all"
 cann="$(mktemp -d)"
 DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$cann/prefix" >/dev/null
@@ -222,8 +245,10 @@ for build in new old; do
     ./target/debug/dipu replay --all --streams 2 --vendor ascend allocator/traces/resnet18.trace | sed -n '/^algorithm/,/^$/p'
   DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" DIPU_FAKE_DEVICES=4 \
     cargo test --workspace --locked -q --test group_collectives 2>&1 | grep "test result"
-  DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" DIPU_TEST_EXPECT_VENDOR=ascend \
-    cargo test --locked -q -p dipu-runtime --test memcheck_guards --test memcheck_poison 2>&1 | grep "test result"
+  for bin in $guard_bins $poison_bins; do
+    in_package runtime env DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" \
+      DIPU_TEST_EXPECT_VENDOR=ascend "$bin" -q
+  done
   for program in example roundtrip threads leaks; do
     DIPU_VENDOR=ascend DIPU_VENDOR_PATH="$PWD/target/debug" ASCEND_HOME_PATH="$cann/$build" "$cann/$program" >/dev/null
   done
