@@ -266,23 +266,30 @@ rm -rf "$cann"
 step "the loom models (started in the background after cargo test)"
 finish "$loom" "$pylogs/loom.log"
 
-step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite"
+step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite; beside it, the pip wheel check and the Paddle plugin's suite"
 # The dev-profile libdipu_runtime.so of the cargo build above; ninja and
-# MAX_JOBS=2 compile the C++ extension (about 10 translation units).
+# MAX_JOBS=2 compile the C++ extension (about 25 translation units, behind
+# one precompiled header).
 finish "$torch_build" "$pylogs/torch-build.log"
 torch_python=$(cat "$pylogs/torch-build.out")
+# The torch_dipu suite keeps about one core busy: the wheel check and then
+# the Paddle plugin's suite run beside it, on the other. Their logs show
+# after it.
+(
+  ./scripts/torch-wheel-check.sh
+  echo "-- paddle_dipu"
+  # From the repository root: inside adapters/paddle_dipu the source
+  # package would shadow the installed one.
+  paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
+  "$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
+) >"$pylogs/wheel-and-paddle.log" 2>&1 &
+wheel_and_paddle=$!
 # pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
 # interrupted run, a usage error or no tests collected: all but 0 fail CI.
 (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
 
-step "torch_dipu: the pip wheel in a fresh virtual environment, outside the repository, without PYTHONPATH (scripts/torch-wheel-check.sh)"
-./scripts/torch-wheel-check.sh
-
-step "paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included"
-# From the repository root: inside adapters/paddle_dipu the source package
-# would shadow the installed one.
-paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
-"$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
+step "torch_dipu: the pip wheel in a fresh virtual environment, outside the repository, without PYTHONPATH (scripts/torch-wheel-check.sh); paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included (both ran beside the torch_dipu suite)"
+finish "$wheel_and_paddle" "$pylogs/wheel-and-paddle.log"
 
 step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
 # Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
