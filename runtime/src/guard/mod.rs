@@ -71,6 +71,20 @@ struct Live {
     uses: u32,
 }
 
+impl Live {
+    /// A block of `bytes` on `stream` serving its first allocation since its
+    /// guards were filled, used on no other stream, nothing reported.
+    fn new(bytes: usize, stream: Stream) -> Live {
+        Live {
+            bytes,
+            stream,
+            streams: Vec::new(),
+            reported: [false; 2],
+            uses: 1,
+        }
+    }
+}
+
 /// A freed allocation whose guards are being copied back on its stream.
 struct Pending {
     user: usize,
@@ -543,16 +557,7 @@ impl DeviceAllocator for Handle {
             return Err(e.context("filling the memory checker's guard bytes"));
         }
         let mut state = g.state.lock();
-        state.live.insert(
-            user,
-            Live {
-                bytes,
-                stream,
-                streams: Vec::new(),
-                reported: [false; 2],
-                uses: 1,
-            },
-        );
+        state.live.insert(user, Live::new(bytes, stream));
         Ok(Allocation {
             ptr: user as *mut c_void,
             size: bytes,

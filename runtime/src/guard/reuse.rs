@@ -71,13 +71,7 @@ impl Guarded {
             state.reuse.bytes -= self.total(bytes);
             user
         };
-        let mut freed = Live {
-            bytes,
-            stream,
-            streams: Vec::new(),
-            reported: [false; 2],
-            uses: 1,
-        };
+        let mut freed = Live::new(bytes, stream);
         // The freed allocation's work must be done before its guards are
         // read: on a busy stream they are read back later, in stream order.
         match stream.query() {
@@ -144,16 +138,7 @@ impl Guarded {
             freed: named,
         });
         if refilled.is_ok() {
-            state.live.insert(
-                user,
-                Live {
-                    bytes,
-                    stream,
-                    streams: Vec::new(),
-                    reported: [false; 2],
-                    uses: 1,
-                },
-            );
+            state.live.insert(user, Live::new(bytes, stream));
         }
         self.settle_now(&mut state);
         refilled.ok().map(|()| user)
@@ -235,13 +220,7 @@ impl Guarded {
         for ((stream, bytes), list) in by_key {
             for user in list {
                 n += 1;
-                let live = Live {
-                    bytes,
-                    stream,
-                    streams: Vec::new(),
-                    reported: [false; 2],
-                    uses: 1,
-                };
+                let live = Live::new(bytes, stream);
                 if let Err(e) = self.give_back(state, user, live) {
                     result = result.and(Err(e));
                 }
