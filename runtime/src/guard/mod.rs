@@ -307,28 +307,32 @@ impl Guarded {
     /// Copies `bytes` of device memory at `addr` back to the host.
     fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
         let mut host = Vec::new();
-        self.read_append(addr, bytes, &mut host)?;
+        self.read_append(&[(addr, bytes)], &mut host)?;
         Ok(host)
     }
 
-    /// Copies `bytes` of device memory at `addr` to the end of `host`.
-    fn read_append(&self, addr: usize, bytes: usize, host: &mut Vec<u8>) -> Result<()> {
-        host.reserve(bytes);
-        let len = host.len();
+    /// Copies each range (address, bytes) of device memory, in order, to
+    /// the end of `host`.
+    fn read_append(&self, ranges: &[(usize, usize)], host: &mut Vec<u8>) -> Result<()> {
+        host.reserve(ranges.iter().map(|&(_, bytes)| bytes).sum());
         let _g = DeviceGuard::new(self.ctx, self.device())?;
-        // SAFETY: `addr..addr + bytes` lies inside a block this allocator
-        // holds (a guard or a kept block), and `host` has room for `bytes`
-        // more bytes (not zeroed first: the copy writes every byte).
-        unsafe {
-            self.ctx.api().memcpy(
-                host.as_mut_ptr().add(len).cast(),
-                addr as *const c_void,
-                bytes,
-                CopyKind::DeviceToHost,
-            )?
-        };
-        // SAFETY: the synchronous copy above initialised those `bytes`.
-        unsafe { host.set_len(len + bytes) };
+        for &(addr, bytes) in ranges {
+            let len = host.len();
+            // SAFETY: `addr..addr + bytes` lies inside a block this
+            // allocator holds (a guard or a kept block), and `host` has room
+            // for `bytes` more bytes (not zeroed first: the copy writes
+            // every byte).
+            unsafe {
+                self.ctx.api().memcpy(
+                    host.as_mut_ptr().add(len).cast(),
+                    addr as *const c_void,
+                    bytes,
+                    CopyKind::DeviceToHost,
+                )?
+            };
+            // SAFETY: the synchronous copy above initialised those `bytes`.
+            unsafe { host.set_len(len + bytes) };
+        }
         Ok(())
     }
 

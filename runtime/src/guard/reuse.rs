@@ -40,7 +40,7 @@ pub(super) const MAX_KEPT_BLOCK: usize = 4 << 20;
 pub(super) const MAX_KEPT_BYTES: usize = 32 << 20;
 /// Blocks (with guards) up to this size are read back whole in one copy
 /// when checked before reuse; larger ones guard by guard.
-pub(super) const WHOLE_BLOCK_READ: usize = 64 << 10;
+pub(super) const WHOLE_BLOCK_READ: usize = 1 << 10;
 
 /// The kept blocks of one device, by stream and size: their user pointers.
 #[derive(Default)]
@@ -170,12 +170,12 @@ impl Guarded {
             let mut buf = scratch.borrow_mut();
             buf.clear();
             let (before, after) = if total <= WHOLE_BLOCK_READ {
-                self.read_append(user - front, total, &mut buf)?;
+                self.read_append(&[(user - front, total)], &mut buf)?;
                 let (before, rest) = buf.split_at(front);
                 (before, &rest[freed.bytes..])
             } else {
-                self.read_append(user - front, front, &mut buf)?;
-                self.read_append(user + freed.bytes, self.sizes.back, &mut buf)?;
+                let back = (user + freed.bytes, self.sizes.back);
+                self.read_append(&[(user - front, front), back], &mut buf)?;
                 buf.split_at(front)
             };
             Ok(self.judge(user, freed, [before, after], true, None))

@@ -11,7 +11,8 @@ use dipu_deviceapi::{
 
 use crate::comm::{self, Call};
 use crate::memory::Kind;
-use crate::stream::Op;
+use crate::ops::{Checked, Describe};
+use crate::stream::{Op, Ran};
 use crate::wait::Waiter;
 use crate::{describe, device, event, ops, vmm, HostVendor};
 
@@ -129,7 +130,7 @@ impl DeviceApi for HostVendor {
     unsafe fn memset(&self, ptr: *mut c_void, value: u8, bytes: usize) -> Result<()> {
         let at = ptr as usize;
         let call = move || format!("memset({at:#x}, {value:#04x}, {bytes})");
-        self.run_sync(ops::memset(&self.memory, call, ptr, value, bytes)?)
+        self.run_sync(ops::memset(&self.memory, call, ptr, value, bytes))
     }
 
     unsafe fn memset_async(
@@ -141,7 +142,7 @@ impl DeviceApi for HostVendor {
     ) -> Result<()> {
         let at = ptr as usize;
         let call = move || format!("memset_async({at:#x}, {value:#04x}, {bytes}, {stream:?})");
-        self.run_async(stream, ops::memset(&self.memory, call, ptr, value, bytes)?)
+        self.run_async(stream, ops::memset(&self.memory, call, ptr, value, bytes))
     }
 
     unsafe fn memcpy(
@@ -167,9 +168,8 @@ impl DeviceApi for HostVendor {
         let (to, from) = (dst as usize, src as usize);
         let call =
             move || format!("memcpy_async({to:#x}, {from:#x}, {bytes}, {kind:?}, {stream:?})");
-        let op = ops::memcpy(&self.memory, call, dst, src, bytes, kind)?;
-        let target = self.stream(stream)?;
-        let Some(op) = op else {
+        let Some(op) = ops::memcpy(&self.memory, call, dst, src, bytes, kind)? else {
+            self.stream(stream)?;
             return Ok(());
         };
         // A copy between a device and pageable host memory on an idle
@@ -185,10 +185,13 @@ impl DeviceApi for HostVendor {
             _ => None,
         };
         let pageable = |addr: usize| !matches!(self.memory.read().containing(addr), Some((_, r)) if r.kind == Kind::Pinned);
-        if host_side.is_some_and(|addr| target.is_idle() && pageable(addr)) {
-            target.run_now(op)
-        } else {
-            target.submit(op).map(drop)
+        if !host_side.is_some_and(pageable) {
+            return self.run_async(stream, Some(op));
+        }
+        let target = self.stream(stream)?;
+        match target.run_if_idle(op, Checked::run_here)? {
+            Ran::Here(done) => done,
+            Ran::Busy(op) => target.submit(op.into_op()?).map(drop),
         }
     }
 
@@ -238,7 +241,7 @@ impl DeviceApi for HostVendor {
     }
 
     unsafe fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
-        let idle = self.stream(stream)?.is_idle();
+        let idle = self.streams.with(stream, self.device(), |s| s.is_idle())?;
         self.errors.check().map(|()| idle)
     }
 
@@ -525,7 +528,7 @@ impl HostVendor {
         src_device: i32,
         bytes: usize,
         stream: Option<StreamHandle>,
-    ) -> Result<Option<Op>> {
+    ) -> Result<Option<Checked<'_, impl Describe, impl FnOnce() + Send + 'static>>> {
         let (to, from) = (dst as usize, src as usize);
         let call = move || {
             match stream {

@@ -106,7 +106,8 @@ pub use wait::Schedule;
 use event::Events;
 use fault::Faults;
 use memory::Memory;
-use stream::{AsyncErrors, Op, Stream, Streams};
+use ops::{Checked, Describe};
+use stream::{AsyncErrors, Op, Ran, Stream, Streams};
 use vmm::Vmm;
 
 dipu_deviceapi::export_vendor!(HostVendor::from_env());
@@ -259,15 +260,32 @@ impl HostVendor {
     /// Runs `op` on the current device's default stream after the work
     /// queued there, and waits for it (on this thread when the stream is
     /// idle).
-    fn run_sync(&self, op: Option<Op>) -> Result<()> {
+    fn run_sync<D, B>(&self, op: Option<Checked<'_, D, B>>) -> Result<()>
+    where
+        D: Describe,
+        B: FnOnce() + Send + 'static,
+    {
         if let Some(op) = op {
-            self.streams.default_of(self.device())?.run_now(op)?;
+            let stream = self.streams.default_of(self.device())?;
+            match stream.run_if_idle(op, Checked::run_here)? {
+                Ran::Here(done) => done?,
+                Ran::Busy(op) => {
+                    let ticket = stream.submit(op.into_op()?)?;
+                    stream.wait(ticket);
+                }
+            }
         }
         self.errors.check()
     }
 
-    /// Queues `op` (if any) on `stream`, after checking the handle.
-    fn run_async(&self, stream: StreamHandle, op: Option<Op>) -> Result<()> {
+    /// Checks `op` (if any) and queues it on `stream`, after checking the
+    /// handle.
+    fn run_async<D, B>(&self, stream: StreamHandle, op: Option<Checked<'_, D, B>>) -> Result<()>
+    where
+        D: Describe,
+        B: FnOnce() + Send + 'static,
+    {
+        let op = op.map(Checked::into_op).transpose()?;
         let stream = self.stream(stream)?;
         op.map_or(Ok(()), |op| stream.submit(op).map(drop))
     }

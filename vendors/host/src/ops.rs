@@ -23,7 +23,7 @@ struct Check {
     device: Option<i32>,
 }
 
-fn validate(regions: &Regions, checks: &[Check]) -> Result<()> {
+fn validate<'c>(regions: &Regions, checks: impl IntoIterator<Item = &'c Check>) -> Result<()> {
     for c in checks {
         regions
             .check_device(c.addr, c.len, c.device)
@@ -46,60 +46,98 @@ fn null_check(side: &str, ptr: usize, bytes: usize) -> Result<()> {
 pub(crate) trait Describe: Fn() -> String + Send + 'static {}
 impl<F: Fn() -> String + Send + 'static> Describe for F {}
 
-/// Checks `checks` now and builds an op that checks them again and then
-/// runs `body` under the registry's read lock.
-fn checked_op(
-    memory: &Arc<Memory>,
-    call: impl Describe,
-    checks: Vec<Check>,
-    body: impl FnOnce() + Send + 'static,
-) -> Result<Op> {
-    validate(&memory.read(), &checks).map_err(|e| e.context(call()))?;
-    let memory = Arc::clone(memory);
-    Ok(Box::new(move || {
-        let regions = memory.read();
-        validate(&regions, &checks).map_err(|e| e.context(call()))?;
-        body();
-        drop(regions);
+/// The device-side ranges of one operation (at most two).
+type Checks = [Option<Check>; 2];
+
+fn validate_all(regions: &Regions, checks: &Checks) -> Result<()> {
+    validate(regions, checks.iter().flatten())
+}
+
+/// A copy or fill whose arguments passed the checks that need no registry:
+/// run it on the caller's thread ([`Checked::run_here`]) or queue it
+/// ([`Checked::into_op`]).
+pub(crate) struct Checked<'m, D, B> {
+    memory: &'m Arc<Memory>,
+    call: D,
+    checks: Checks,
+    body: B,
+}
+
+impl<D: Describe, B: FnOnce() + Send + 'static> Checked<'_, D, B> {
+    /// Checks the ranges and runs the body under one hold of the
+    /// registry's read lock; a failed check is the caller's error.
+    pub(crate) fn run_here(self) -> Result<()> {
+        let regions = self.memory.read();
+        validate_all(&regions, &self.checks).map_err(|e| e.context((self.call)()))?;
+        (self.body)();
         Ok(())
-    }))
+    }
+
+    /// Checks the ranges now and builds an op that checks them again and
+    /// then runs the body under the registry's read lock.
+    pub(crate) fn into_op(self) -> Result<Op> {
+        let Checked {
+            memory,
+            call,
+            checks,
+            body,
+        } = self;
+        validate_all(&memory.read(), &checks).map_err(|e| e.context(call()))?;
+        let memory = Arc::clone(memory);
+        Ok(Box::new(move || {
+            let regions = memory.read();
+            validate_all(&regions, &checks).map_err(|e| e.context(call()))?;
+            body();
+            drop(regions);
+            Ok(())
+        }))
+    }
 }
 
 /// `memset` of device memory.
-pub(crate) fn memset(
+pub(crate) fn memset<D: Describe>(
     memory: &Arc<Memory>,
-    call: impl Describe,
+    call: D,
     dst: *mut c_void,
     value: u8,
     bytes: usize,
-) -> Result<Option<Op>> {
+) -> Option<Checked<'_, D, impl FnOnce() + Send + 'static>> {
     if bytes == 0 {
-        return Ok(None);
+        return None;
     }
     let dst = dst as usize;
-    let checks = vec![Check {
-        side: "destination",
-        addr: dst,
-        len: bytes,
-        device: None,
-    }];
-    // SAFETY: when the op runs, `dst..dst + bytes` is a live device range,
-    // re-checked under the registry's read lock that is held while it runs,
-    // so it cannot be freed or unmapped meanwhile. Another stream touching
-    // it at the same time is a bug of the caller, as on a real device.
+    let checks = [
+        Some(Check {
+            side: "destination",
+            addr: dst,
+            len: bytes,
+            device: None,
+        }),
+        None,
+    ];
+    // SAFETY: when the body runs, `dst..dst + bytes` is a live device
+    // range, checked under the registry's read lock that is held while it
+    // runs, so it cannot be freed or unmapped meanwhile. Another stream
+    // touching it at the same time is a bug of the caller, as on a real
+    // device.
     let body = move || unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes) };
-    checked_op(memory, call, checks, body).map(Some)
+    Some(Checked {
+        memory,
+        call,
+        checks,
+        body,
+    })
 }
 
 /// `memcpy` in direction `kind`; the host side is not checked.
-pub(crate) fn memcpy(
+pub(crate) fn memcpy<D: Describe>(
     memory: &Arc<Memory>,
-    call: impl Describe,
+    call: D,
     dst: *mut c_void,
     src: *const c_void,
     bytes: usize,
     kind: CopyKind,
-) -> Result<Option<Op>> {
+) -> Result<Option<Checked<'_, D, impl FnOnce() + Send + 'static>>> {
     copy(
         memory,
         call,
@@ -110,13 +148,13 @@ pub(crate) fn memcpy(
 }
 
 /// `memcpy_peer` from `src` on `src_device` to `dst` on `dst_device`.
-pub(crate) fn memcpy_peer(
+pub(crate) fn memcpy_peer<D: Describe>(
     memory: &Arc<Memory>,
-    call: impl Describe,
+    call: D,
     (dst, dst_device): (*mut c_void, i32),
     (src, src_device): (*const c_void, i32),
     bytes: usize,
-) -> Result<Option<Op>> {
+) -> Result<Option<Checked<'_, D, impl FnOnce() + Send + 'static>>> {
     copy(
         memory,
         call,
@@ -127,41 +165,43 @@ pub(crate) fn memcpy_peer(
 }
 
 /// A copy; each side is (address, `Some(device constraint)` if device memory).
-fn copy(
+fn copy<D: Describe>(
     memory: &Arc<Memory>,
-    call: impl Describe,
+    call: D,
     (dst, dst_dev): (usize, Option<Option<i32>>),
     (src, src_dev): (usize, Option<Option<i32>>),
     bytes: usize,
-) -> Result<Option<Op>> {
+) -> Result<Option<Checked<'_, D, impl FnOnce() + Send + 'static>>> {
     if bytes == 0 {
         return Ok(None);
     }
     null_check("destination", dst, bytes).map_err(|e| e.context(call()))?;
     null_check("source", src, bytes).map_err(|e| e.context(call()))?;
-    let mut checks = Vec::with_capacity(2);
-    if let Some(device) = dst_dev {
-        checks.push(Check {
+    let checks = [
+        dst_dev.map(|device| Check {
             side: "destination",
             addr: dst,
             len: bytes,
             device,
-        });
-    }
-    if let Some(device) = src_dev {
-        checks.push(Check {
+        }),
+        src_dev.map(|device| Check {
             side: "source",
             addr: src,
             len: bytes,
             device,
-        });
-    }
-    // SAFETY: when the op runs, device sides are live ranges, re-checked under
-    // the registry's read lock held while it runs; host sides are valid for
-    // `bytes` until the stream passes this op (the trait's contract).
-    // `copy` allows overlapping ranges.
+        }),
+    ];
+    // SAFETY: when the body runs, device sides are live ranges, checked
+    // under the registry's read lock held while it runs; host sides are
+    // valid for `bytes` until the stream passes this copy (the trait's
+    // contract). `copy` allows overlapping ranges.
     let body = move || unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
-    checked_op(memory, call, checks, body).map(Some)
+    Ok(Some(Checked {
+        memory,
+        call,
+        checks,
+        body,
+    }))
 }
 
 /// A simulated kernel that runs for `duration`, then fills `bytes` at `dst`
@@ -175,7 +215,9 @@ pub(crate) fn fill(
 ) -> Result<Op> {
     let at = dst as usize;
     let call = move || format!("fill kernel ({at:#x}, {value:#04x}, {bytes} bytes)");
-    let write = memset(memory, call, dst, value, bytes)?;
+    let write = memset(memory, call, dst, value, bytes)
+        .map(Checked::into_op)
+        .transpose()?;
     Ok(Box::new(move || {
         std::thread::sleep(duration);
         write.map_or(Ok(()), |op| op())
@@ -193,7 +235,7 @@ pub(crate) fn expect(
 ) -> Result<Op> {
     let call = format!("expect kernel ({addr:p}, {value:#04x}, {bytes} bytes)");
     let addr = addr as usize;
-    let checks = vec![Check {
+    let checks = [Check {
         side: "input",
         addr,
         len: bytes,

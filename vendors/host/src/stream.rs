@@ -1,15 +1,15 @@
 //! Streams: one worker thread per stream runs the stream's operations in the
 //! order they were queued, truly asynchronously to the host.
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use dipu_deviceapi::{Error, ErrorKind, Result, StreamHandle};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
 
 use crate::wait::{Phases, Schedule, Signal, Waiter};
 
@@ -22,23 +22,41 @@ pub(crate) type Op = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
 #[derive(Debug, Default)]
 pub(crate) struct AsyncErrors {
     first: Mutex<Option<Error>>,
+    /// Whether `first` holds an error: set and cleared under its lock, read
+    /// without it, so the common check takes no lock.
+    kept: AtomicBool,
 }
 
 impl AsyncErrors {
     fn record(&self, error: Error) {
         tracing::error!(target: "dipu_vendor_host", "asynchronous error: {error}");
-        self.first.lock().get_or_insert(error);
+        let mut first = self.first.lock();
+        first.get_or_insert(error);
+        self.kept.store(true, Ordering::Release);
     }
 
     /// The kept error, as an `Err`.
     pub(crate) fn check(&self) -> Result<()> {
+        if !self.kept.load(Ordering::Acquire) {
+            return Ok(());
+        }
         self.first.lock().clone().map_or(Ok(()), Err)
     }
 
     /// Removes and returns the kept error.
     pub(crate) fn take(&self) -> Option<Error> {
-        self.first.lock().take()
+        let mut first = self.first.lock();
+        self.kept.store(false, Ordering::Release);
+        first.take()
     }
+}
+
+/// What [`Stream::run_if_idle`] did with its work.
+pub(crate) enum Ran<T, W> {
+    /// The stream was idle: the work ran on this thread, with this result.
+    Here(T),
+    /// The stream was busy: the work is given back, not run.
+    Busy(W),
 }
 
 /// How far a stream got: tickets handed out and operations done. Tickets
@@ -66,7 +84,6 @@ pub(crate) struct Stream {
     priority: i32,
     schedule: Schedule,
     progress: Arc<Progress>,
-    errors: Arc<AsyncErrors>,
     sender: Mutex<Option<Sender<Op>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
@@ -101,7 +118,6 @@ impl Stream {
             priority,
             schedule,
             progress,
-            errors,
             sender: Mutex::new(Some(sender)),
             worker: Mutex::new(Some(worker)),
         })
@@ -139,30 +155,26 @@ impl Stream {
         Ok(self.progress.submitted.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
-    /// Runs `op` in stream order and returns when it is done: on the
-    /// calling thread when the stream is idle (no hand-over to the worker,
-    /// and nothing queued meanwhile can overtake it), else queued behind
-    /// the stream's work and waited for. Errors are kept as the worker's
-    /// are.
-    pub(crate) fn run_now(&self, op: Op) -> Result<()> {
+    /// Runs `run(work)` on the calling thread, in stream order, if the
+    /// stream is idle (nothing queued meanwhile can overtake it); else
+    /// gives `work` back untouched. `run` must not call the vendor.
+    ///
+    /// The work takes no ticket: it runs whole while the submit lock is
+    /// held, so every queueing call is before or after it, and a thread
+    /// that reads the counters meanwhile (a query, a synchronisation) sees
+    /// the stream as it was just before the work, which is a state it
+    /// could have seen.
+    pub(crate) fn run_if_idle<W, T>(&self, work: W, run: impl FnOnce(W) -> T) -> Result<Ran<T, W>> {
         let sender = self.sender.lock();
         if sender.is_none() {
             return Err(self.stopped());
         }
-        let progress = &self.progress;
-        let submitted = progress.submitted.load(Ordering::SeqCst);
-        if progress.completed.load(Ordering::SeqCst) == submitted {
-            // Idle, and submissions wait for the lock we hold: running here
-            // keeps stream order.
-            progress.submitted.store(submitted + 1, Ordering::SeqCst);
-            run_op(|| self.label(), op, &self.errors);
-            progress.complete_one();
-            return Ok(());
+        if !self.is_idle() {
+            return Ok(Ran::Busy(work));
         }
+        let out = run(work);
         drop(sender);
-        let ticket = self.submit(op)?;
-        self.wait(ticket);
-        Ok(())
+        Ok(Ran::Here(out))
     }
 
     /// Waits until the operation with `ticket` (and all before it) is done.
@@ -276,8 +288,10 @@ fn run_worker(
 #[derive(Debug)]
 pub(crate) struct Streams {
     next_id: AtomicU64,
-    created: Mutex<HashMap<u64, Arc<Stream>>>,
-    defaults: Vec<Mutex<Option<Arc<Stream>>>>,
+    created: RwLock<FxHashMap<u64, Arc<Stream>>>,
+    defaults: Vec<OnceLock<Arc<Stream>>>,
+    /// Held while a default stream starts, so each starts once.
+    starting: Mutex<()>,
     errors: Arc<AsyncErrors>,
     schedule: Schedule,
 }
@@ -287,33 +301,47 @@ impl Streams {
         Streams {
             schedule,
             next_id: AtomicU64::new(1),
-            created: Mutex::new(HashMap::new()),
-            defaults: (0..devices).map(|_| Mutex::new(None)).collect(),
+            created: RwLock::new(FxHashMap::default()),
+            defaults: (0..devices).map(|_| OnceLock::new()).collect(),
+            starting: Mutex::new(()),
             errors,
         }
     }
 
     /// The stream `handle` names; the default stream is `device`'s.
     pub(crate) fn get(&self, handle: StreamHandle, device: i32) -> Result<Arc<Stream>> {
+        self.with(handle, device, Arc::clone)
+    }
+
+    /// `f` of the stream `handle` names (the default stream is `device`'s),
+    /// called while the stream is found, so nothing is cloned.
+    pub(crate) fn with<T>(
+        &self,
+        handle: StreamHandle,
+        device: i32,
+        f: impl FnOnce(&Arc<Stream>) -> T,
+    ) -> Result<T> {
         if handle.is_default() {
-            return self.default_of(device);
+            return self.default_of(device).map(f);
         }
-        self.created
-            .lock()
-            .get(&handle.as_raw())
-            .cloned()
-            .ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "unknown stream {handle:?} (never created by this vendor, or destroyed)"
-                ))
-            })
+        let created = self.created.read();
+        let stream = created.get(&handle.as_raw()).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "unknown stream {handle:?} (never created by this vendor, or destroyed)"
+            ))
+        })?;
+        Ok(f(stream))
     }
 
     /// `device`'s default stream, started on first use.
-    pub(crate) fn default_of(&self, device: i32) -> Result<Arc<Stream>> {
-        let mut slot = self.defaults[device as usize].lock();
-        if let Some(stream) = slot.as_ref() {
-            return Ok(Arc::clone(stream));
+    pub(crate) fn default_of(&self, device: i32) -> Result<&Arc<Stream>> {
+        let slot = &self.defaults[device as usize];
+        if let Some(stream) = slot.get() {
+            return Ok(stream);
+        }
+        let _starting = self.starting.lock();
+        if let Some(stream) = slot.get() {
+            return Ok(stream);
         }
         let stream = Arc::new(Stream::spawn(
             0,
@@ -321,8 +349,7 @@ impl Streams {
             self.schedule,
             Arc::clone(&self.errors),
         )?);
-        *slot = Some(Arc::clone(&stream));
-        Ok(stream)
+        Ok(slot.get_or_init(|| stream))
     }
 
     /// Starts a new stream on `device`.
@@ -334,7 +361,7 @@ impl Streams {
             self.schedule,
             Arc::clone(&self.errors),
         )?;
-        self.created.lock().insert(id, Arc::new(stream));
+        self.created.write().insert(id, Arc::new(stream));
         Ok(StreamHandle::from_raw(id))
     }
 
@@ -345,7 +372,7 @@ impl Streams {
                 "the default stream cannot be destroyed",
             ));
         }
-        let stream = self.created.lock().remove(&handle.as_raw());
+        let stream = self.created.write().remove(&handle.as_raw());
         let stream = stream.ok_or_else(|| {
             Error::invalid_argument(format!(
                 "stream_destroy: unknown stream {handle:?} (never created, or already destroyed)"
@@ -360,7 +387,7 @@ impl Streams {
         let mine = |s: &Arc<Stream>| device.is_none_or(|d| s.device == d);
         let mut streams: Vec<_> = self
             .created
-            .lock()
+            .read()
             .values()
             .filter(|s| mine(s))
             .cloned()
@@ -368,14 +395,15 @@ impl Streams {
         streams.extend(
             self.defaults
                 .iter()
-                .filter_map(|d| d.lock().clone())
-                .filter(mine),
+                .filter_map(OnceLock::get)
+                .filter(|s| mine(s))
+                .cloned(),
         );
         streams
     }
 
     /// Lets every stream finish its work and stops the workers.
-    pub(crate) fn shutdown_all(&self) {
+    pub(crate) fn shutdown_all(&mut self) {
         let streams = self.all(None);
         for stream in &streams {
             drop(stream.sender.lock().take());
@@ -383,9 +411,9 @@ impl Streams {
         for stream in &streams {
             stream.shutdown();
         }
-        self.created.lock().clear();
-        for slot in &self.defaults {
-            slot.lock().take();
+        self.created.write().clear();
+        for slot in &mut self.defaults {
+            slot.take();
         }
     }
 }
