@@ -28,6 +28,11 @@
 // `capabilities` bit of [`DipuVendorInfo`]: virtual-memory mapping.
 #define DIPU_CAP_VIRTUAL_MEMORY (1 << 1)
 
+// `capabilities` bit of [`DipuVendorInfo`]: device memory is host memory
+// of this process, readable and writable in place once the device work
+// that uses it is done.
+#define DIPU_CAP_HOST_ACCESSIBLE_MEMORY (1 << 2)
+
 // Direction of a copy, as in `cudaMemcpyKind` (but with our own stable codes).
 enum DipuCopyKind
 #ifdef __cplusplus

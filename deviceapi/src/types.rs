@@ -245,6 +245,12 @@ bitflags::bitflags! {
         const COLLECTIVES = 1 << 0;
         /// Virtual-memory reserve/map/unmap, used for expandable segments.
         const VIRTUAL_MEMORY = 1 << 1;
+        /// Device memory (from `malloc` and mapped virtual ranges) is memory
+        /// of this process that the host may read and write directly once
+        /// the device work that uses it is done, as on an integrated device
+        /// sharing the host's memory. Layers above may then read it in place
+        /// instead of copying it back (the memory checker's guards).
+        const HOST_ACCESSIBLE_MEMORY = 1 << 2;
     }
 }
 
@@ -255,6 +261,7 @@ impl Capabilities {
             .map(|(name, _)| match name {
                 "COLLECTIVES" => "collectives",
                 "VIRTUAL_MEMORY" => "virtual-memory",
+                "HOST_ACCESSIBLE_MEMORY" => "host-accessible-memory",
                 other => other,
             })
             .collect()
@@ -301,6 +308,10 @@ mod tests {
         assert_eq!(r.clamp(-2), -2);
         let c = Capabilities::COLLECTIVES | Capabilities::VIRTUAL_MEMORY;
         assert_eq!(c.names(), ["collectives", "virtual-memory"]);
+        assert_eq!(
+            Capabilities::HOST_ACCESSIBLE_MEMORY.names(),
+            ["host-accessible-memory"]
+        );
         assert!(Capabilities::empty().names().is_empty());
         assert_eq!(
             format!("{:?}", StreamHandle::from_raw(16)),

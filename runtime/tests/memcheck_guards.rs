@@ -11,6 +11,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use common::{runtime, setups};
+use dipu_deviceapi::Capabilities;
 use dipu_runtime::memcheck::{self, MemCheck, Side};
 use dipu_runtime::{Algorithm, CopyKind, Pool, Runtime, Stream};
 use parking_lot::{Mutex, MutexGuard};
@@ -279,14 +280,18 @@ fn seq_of(p: *mut c_void) -> u64 {
 /// and allocates `size` bytes once more: the kept block's guards are
 /// checked before that reuse, naming the allocation that wrote.
 fn kept_block_overrun_is_named_at_reuse(size: usize) {
-    let rt = runtime(Algorithm::BestFit, false);
+    kept_block_overrun_is_named_at_reuse_on(&runtime(Algorithm::BestFit, false), size);
+}
+
+/// As [`kept_block_overrun_is_named_at_reuse`], on `rt`.
+fn kept_block_overrun_is_named_at_reuse_on(rt: &Runtime, size: usize) {
     let s = rt.context().stream_from_pool(0, false).unwrap();
     let p = rt.allocate_raw(size, s).unwrap();
     rt.free_raw(0, p).unwrap();
     let q = rt.allocate_raw(size, s).unwrap();
     assert_eq!(q, p, "{size}: kept and reused without a refill");
     let seq = seq_of(q);
-    stray_write(&rt, q as usize + size + 1, &s);
+    stray_write(rt, q as usize + size + 1, &s);
     rt.free_raw(0, q).unwrap();
     assert!(violations_of(p).is_empty(), "{size}: kept: not checked yet");
     // The next allocation of that size on the idle stream checks the kept
@@ -327,6 +332,34 @@ fn a_write_in_a_kept_block_is_found_before_its_reuse_naming_the_allocation() {
 fn a_write_past_a_kept_2_mib_block_is_found_before_its_reuse_naming_the_allocation() {
     let _g = Guarded::new();
     kept_block_overrun_is_named_at_reuse(2 << 20);
+}
+
+/// Device memory that the host may not read in place (a discrete device;
+/// the host vendor under `DIPU_HOST_ACCESSIBLE_MEMORY=0`): the guards of a
+/// kept block are copied back through the vendor before its reuse, and
+/// the report still names the allocation that wrote. (With the default
+/// host vendor the tests above read them in place.)
+#[test]
+fn a_kept_block_is_checked_through_copies_when_memory_is_not_host_accessible() {
+    let _g = Guarded::new();
+    std::env::set_var("DIPU_HOST_ACCESSIBLE_MEMORY", "0");
+    let rt = runtime(Algorithm::BestFit, false);
+    std::env::remove_var("DIPU_HOST_ACCESSIBLE_MEMORY");
+    let caps = rt.api().capabilities();
+    assert!(
+        !caps.contains(Capabilities::HOST_ACCESSIBLE_MEMORY),
+        "{caps:?}"
+    );
+    kept_block_overrun_is_named_at_reuse_on(&rt, 2000);
+    kept_block_overrun_is_named_at_reuse_on(&rt, 2 << 20);
+    if rt.vendor_name() == "host" {
+        let default = runtime(Algorithm::BestFit, false);
+        let caps = default.api().capabilities();
+        assert!(
+            caps.contains(Capabilities::HOST_ACCESSIBLE_MEMORY),
+            "{caps:?}"
+        );
+    }
 }
 
 /// A kept block whose stream is still busy is handed out at once (no

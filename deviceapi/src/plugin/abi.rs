@@ -19,6 +19,10 @@ pub const DIPU_VENDOR_MESSAGE_LEN: usize = 1024;
 pub const DIPU_CAP_COLLECTIVES: u32 = 1 << 0;
 /// `capabilities` bit of [`DipuVendorInfo`]: virtual-memory mapping.
 pub const DIPU_CAP_VIRTUAL_MEMORY: u32 = 1 << 1;
+/// `capabilities` bit of [`DipuVendorInfo`]: device memory is host memory
+/// of this process, readable and writable in place once the device work
+/// that uses it is done.
+pub const DIPU_CAP_HOST_ACCESSIBLE_MEMORY: u32 = 1 << 2;
 
 /// Name of the exported function that returns the plugin's ABI major version:
 /// `uint32_t dipu_vendor_abi_version(void)`.
@@ -223,6 +227,10 @@ mod tests {
         use crate::Capabilities;
         assert_eq!(Capabilities::COLLECTIVES.bits(), DIPU_CAP_COLLECTIVES);
         assert_eq!(Capabilities::VIRTUAL_MEMORY.bits(), DIPU_CAP_VIRTUAL_MEMORY);
+        assert_eq!(
+            Capabilities::HOST_ACCESSIBLE_MEMORY.bits(),
+            DIPU_CAP_HOST_ACCESSIBLE_MEMORY
+        );
     }
 
     #[test]

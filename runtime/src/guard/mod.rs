@@ -29,7 +29,7 @@ use dipu_allocator::{
     Algorithm, Allocation, AllocatorWrapper, DeviceAllocator, DeviceStats, LiveBlock, Pool,
     Snapshot,
 };
-use dipu_deviceapi::{CopyKind, Error, Result};
+use dipu_deviceapi::{Capabilities, CopyKind, Error, Result};
 use dipu_memcheck::{FreedRecord, GuardViolation, Side, GUARD_PATTERN};
 use dipu_stream::{DeviceContext, DeviceGuard, PooledEvent, Stream};
 use parking_lot::Mutex;
@@ -133,6 +133,9 @@ pub(crate) struct Guarded {
     state: Mutex<State>,
     /// Free pinned buffers for the guards' copies.
     staging: Staging,
+    /// The vendor's memory is host-accessible: guards are read in place
+    /// once the work on them is done, instead of copied back.
+    in_place: bool,
 }
 
 /// The guarded allocators a runtime made, for checks of every live guard.
@@ -149,6 +152,10 @@ pub(crate) fn wrapper(
 ) -> AllocatorWrapper {
     Arc::new(move |_device, inner| {
         let g = Arc::new(Guarded {
+            in_place: ctx
+                .api()
+                .capabilities()
+                .contains(Capabilities::HOST_ACCESSIBLE_MEMORY),
             inner,
             ctx,
             sizes,
@@ -312,9 +319,27 @@ impl Guarded {
     }
 
     /// Copies each range (address, bytes) of device memory, in order, to
-    /// the end of `host`.
+    /// the end of `host`: in place on host-accessible memory, else with
+    /// synchronous vendor copies. The caller has made sure that the work
+    /// on those ranges is done.
     fn read_append(&self, ranges: &[(usize, usize)], host: &mut Vec<u8>) -> Result<()> {
         host.reserve(ranges.iter().map(|&(_, bytes)| bytes).sum());
+        if self.in_place {
+            for &(addr, bytes) in ranges {
+                // SAFETY: `addr..addr + bytes` lies inside a block this
+                // allocator holds (a guard or a kept block), so it stays
+                // mapped; the vendor's HOST_ACCESSIBLE_MEMORY capability
+                // makes it host memory this process may read, and the work
+                // on it is done (the caller's duty). `host` has room for
+                // `bytes` more bytes, a separate allocation.
+                unsafe {
+                    let at = host.as_mut_ptr().add(host.len());
+                    std::ptr::copy_nonoverlapping(addr as *const u8, at, bytes);
+                    host.set_len(host.len() + bytes);
+                }
+            }
+            return Ok(());
+        }
         let _g = DeviceGuard::new(self.ctx, self.device())?;
         for &(addr, bytes) in ranges {
             let len = host.len();

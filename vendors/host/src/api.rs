@@ -32,7 +32,12 @@ impl DeviceApi for HostVendor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::VIRTUAL_MEMORY | Capabilities::COLLECTIVES
+        let mut caps = Capabilities::VIRTUAL_MEMORY | Capabilities::COLLECTIVES;
+        caps.set(
+            Capabilities::HOST_ACCESSIBLE_MEMORY,
+            self.config.host_accessible,
+        );
+        caps
     }
 
     fn device_count(&self) -> Result<i32> {

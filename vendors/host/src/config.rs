@@ -25,6 +25,11 @@ pub const ENV_COMM_TIMEOUT: &str = "DIPU_HOST_COMM_TIMEOUT";
 /// `auto` (default), `spin`, `yield` or `block` (see [`Schedule`]).
 pub const ENV_SCHEDULE: &str = "DIPU_HOST_SCHEDULE";
 
+/// Whether the vendor reports the `HOST_ACCESSIBLE_MEMORY` capability:
+/// `1` (default) or `0`, which makes the layers above treat its memory as a
+/// discrete device's, reached only through copies.
+pub const ENV_HOST_ACCESSIBLE: &str = "DIPU_HOST_ACCESSIBLE_MEMORY";
+
 /// The default of [`ENV_COMM_TIMEOUT`].
 const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -50,6 +55,9 @@ pub struct HostConfig {
     pub comm_timeout: Duration,
     /// How threads wait ([`ENV_SCHEDULE`]).
     pub schedule: Schedule,
+    /// Whether the vendor reports its memory as host-accessible
+    /// ([`ENV_HOST_ACCESSIBLE`]); it is host memory either way.
+    pub host_accessible: bool,
 }
 
 impl Default for HostConfig {
@@ -62,6 +70,7 @@ impl Default for HostConfig {
             fail_malloc_after_bytes: None,
             comm_timeout: DEFAULT_COMM_TIMEOUT,
             schedule: Schedule::Auto,
+            host_accessible: true,
         }
     }
 }
@@ -137,6 +146,13 @@ impl HostConfig {
         if let Some(text) = get(ENV_SCHEDULE) {
             config.schedule = Schedule::parse(&text)
                 .ok_or_else(|| bad_value(ENV_SCHEDULE, &text, "auto, spin, yield or block"))?;
+        }
+        if let Some(text) = get(ENV_HOST_ACCESSIBLE) {
+            config.host_accessible = match text.trim() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad_value(ENV_HOST_ACCESSIBLE, &text, "1 or 0")),
+            };
         }
         Ok(config)
     }
@@ -228,8 +244,15 @@ mod tests {
             (ENV_FAIL_MALLOC_AFTER_BYTES, "1GiB"),
             (ENV_COMM_TIMEOUT, "2.5"),
             (ENV_SCHEDULE, "Spin"),
+            (ENV_HOST_ACCESSIBLE, "0"),
         ])
         .unwrap();
+        assert!(!c.host_accessible);
+        assert!(
+            lookup(&[(ENV_HOST_ACCESSIBLE, "1")])
+                .unwrap()
+                .host_accessible
+        );
         assert_eq!(c.schedule, Schedule::Spin);
         assert_eq!(c.comm_timeout, Duration::from_millis(2500));
         assert_eq!(c.devices, 3);
@@ -256,6 +279,7 @@ mod tests {
             (ENV_COMM_TIMEOUT, "-1", "greater than 0"),
             (ENV_COMM_TIMEOUT, "soon", "seconds"),
             (ENV_SCHEDULE, "busy", "auto, spin, yield or block"),
+            (ENV_HOST_ACCESSIBLE, "yes", "1 or 0"),
         ];
         for (var, value, accepted) in cases {
             let e = lookup(&[(var, value)]).unwrap_err();

@@ -16,7 +16,9 @@
 //! `DIPU_HOST_COMM_TIMEOUT` (seconds, default 1800), `DIPU_HOST_SCHEDULE`
 //! (how threads wait for the device and stream workers for work: `auto`,
 //! `spin`, `yield` or `block`, as CUDA's scheduling flags; see
-//! [`Schedule`]).
+//! [`Schedule`]), `DIPU_HOST_ACCESSIBLE_MEMORY` (`1`, the default, reports
+//! the `HOST_ACCESSIBLE_MEMORY` capability; `0` hides it, so the layers
+//! above treat the memory as a discrete device's).
 //!
 //! Synchronous copies and memsets on an idle default stream run on the
 //! calling thread, in stream order.
@@ -98,7 +100,7 @@ use dipu_deviceapi::{Error, Result, StreamHandle};
 pub use comm::MAX_WORLD;
 pub use config::{
     HostConfig, ENV_COMM_TIMEOUT, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT,
-    ENV_MEMORY, ENV_SCHEDULE, MAX_DEVICES,
+    ENV_HOST_ACCESSIBLE, ENV_MEMORY, ENV_SCHEDULE, MAX_DEVICES,
 };
 pub use fault::Fault;
 pub use wait::Schedule;
