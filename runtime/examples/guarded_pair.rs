@@ -1,7 +1,8 @@
 //! N allocate + free pairs of SIZE bytes through `Runtime` (BF) with the
 //! memory checker on and GUARD guard bytes (0: none), on a pooled stream of
-//! the host vendor's device 0: the pairs of `benches/memcheck_guards.rs`
-//! without the clock, for instruction counts under callgrind
+//! the host vendor's device 0, its stream idle: the pairs of
+//! `benches/memcheck_guards.rs` without the clock, for instruction counts
+//! under callgrind
 //! (docs/benchmarks.md, "Memory checker"):
 //!
 //! ```sh
@@ -27,6 +28,13 @@ fn main() -> dipu_runtime::Result<()> {
     memcheck::set_options(guard, false);
     let rt = Runtime::new(RuntimeOptions::default().with_algorithm(Algorithm::BestFit))?;
     let stream = rt.context().stream_from_pool(0, false)?;
+    // One pair, then the guards' first fill is waited for: every pair
+    // after it finds the stream idle, as on a machine whose stream keeps
+    // up (under valgrind, which runs one thread at a time, the worker might
+    // otherwise never catch up, and every reuse would take the busy path).
+    let p = rt.allocate_raw(size, stream)?;
+    rt.free_raw(0, p)?;
+    stream.synchronize()?;
     for _ in 0..n {
         let p = rt.allocate_raw(black_box(size), stream)?;
         rt.free_raw(0, black_box(p))?;

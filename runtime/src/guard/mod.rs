@@ -17,6 +17,7 @@
 //! for use it: otherwise the allocators are not wrapped and their path is
 //! unchanged.
 
+mod pending;
 mod quarantine;
 mod reuse;
 mod staging;
@@ -109,7 +110,7 @@ struct State {
     /// By the user's pointer (Fx-hashed: looked up at every allocation,
     /// free and `find`).
     live: FxHashMap<usize, Live>,
-    pending: Vec<Pending>,
+    pending: pending::PendingFrees,
     /// Poisoned frees held back from reuse, oldest first.
     quarantine: VecDeque<quarantine::Quarantined>,
     /// The bytes (with guards) of the blocks in `quarantine`.
@@ -417,26 +418,15 @@ impl Guarded {
     /// on a stream ends the queries of that stream, so a long queue behind
     /// a busy stream costs one event query per stream, not one per block.
     fn settle(&self, state: &mut State, wait: bool) -> Result<usize> {
-        let mut found = 0;
-        let mut busy: Vec<Stream> = Vec::new();
-        let mut i = 0;
-        while i < state.pending.len() {
-            let p = &state.pending[i];
-            let ready = if wait {
-                p.done.synchronize()?;
-                true
+        let (ready, result) = state.pending.take_ready(|p| {
+            if wait {
+                p.done.synchronize().map(|()| true)
             } else {
-                !busy.contains(&p.live.stream) && p.done.query()?
-            };
-            if !ready {
-                if !busy.contains(&p.live.stream) {
-                    busy.push(p.live.stream);
-                }
-                i += 1;
-                continue;
+                p.done.query()
             }
-            // In order: the rest of this stream's copies stay behind it.
-            let mut p = state.pending.remove(i);
+        });
+        let mut found = 0;
+        for mut p in ready {
             let (front, back) = p.copy.bytes().split_at(self.sizes.front);
             let bad = self.judge(p.user, &mut p.live, [front, back], true, p.freed.as_ref());
             self.staging.put(p.copy);
@@ -449,7 +439,7 @@ impl Guarded {
                 }
             }
         }
-        Ok(found)
+        result.map(|()| found)
     }
 
     /// Gives the freed `live` at `user` back: queues the copy of its
@@ -507,14 +497,14 @@ impl Guarded {
 impl Drop for Guarded {
     fn drop(&mut self) {
         // The pending copies write into buffers freed with this.
-        for p in &self.state.get_mut().pending {
+        for p in self.state.get_mut().pending.iter() {
             let _ = p.done.synchronize();
         }
         let mut state = std::mem::take(self.state.get_mut());
         if let Err(e) = self.flush(&mut state) {
             tracing::warn!("dipu memcheck: emptying the quarantine: {e}");
         }
-        for p in state.pending.drain(..) {
+        for p in state.pending.take_all() {
             let _ = p.done.synchronize();
             Staging::release(self.ctx, p.copy);
         }
