@@ -35,6 +35,18 @@ struct diopiGenerator;
 // PyTorch), after the native ones.
 #define DIPU_MEMORY_HISTORY_FRAMEWORK 2
 
+// `dipu_vendor_capabilities` bit: the vendor has collectives.
+#define DIPU_VENDOR_CAP_COLLECTIVES (1 << 0)
+
+// `dipu_vendor_capabilities` bit: the vendor maps virtual memory
+// (expandable segments).
+#define DIPU_VENDOR_CAP_VIRTUAL_MEMORY (1 << 1)
+
+// `dipu_vendor_capabilities` bit: device memory is host memory of this
+// process, which host code may read and write in place once the device
+// work that uses it is done (the `host` vendor).
+#define DIPU_VENDOR_CAP_HOST_ACCESSIBLE_MEMORY (1 << 2)
+
 // What a `dipu_*` function returns: `DIPU_OK` (0) on success, else the
 // kind of failure, with a message in `dipu_last_error_message()`.
 //
@@ -1467,6 +1479,17 @@ dipu_status dipu_shutdown(dipu_shutdown_report *out);
 // `buf` must be NULL or valid for writing `len` bytes, `needed` NULL or
 // valid for writing a size_t.
 dipu_status dipu_vendor_name(char *buf, size_t len, size_t *needed);
+
+// Stores the vendor's optional capabilities in `*out`: a sum of
+// `DIPU_VENDOR_CAP_*` bits (bits not defined here may be set by newer
+// vendors; ignore them).
+//
+// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`, the runtime's
+// status if it cannot be created. Thread-safe.
+//
+// # Safety
+// `out` must be NULL or valid for writing a uint32_t.
+dipu_status dipu_vendor_capabilities(uint32_t *out);
 
 // Stores 1 in `*out` if the process-global runtime exists now, else 0.
 // Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`. Thread-safe.

@@ -134,6 +134,35 @@ pub unsafe extern "C" fn dipu_vendor_name(
     })
 }
 
+/// `dipu_vendor_capabilities` bit: the vendor has collectives.
+pub const DIPU_VENDOR_CAP_COLLECTIVES: u32 = 1 << 0;
+/// `dipu_vendor_capabilities` bit: the vendor maps virtual memory
+/// (expandable segments).
+pub const DIPU_VENDOR_CAP_VIRTUAL_MEMORY: u32 = 1 << 1;
+/// `dipu_vendor_capabilities` bit: device memory is host memory of this
+/// process, which host code may read and write in place once the device
+/// work that uses it is done (the `host` vendor).
+pub const DIPU_VENDOR_CAP_HOST_ACCESSIBLE_MEMORY: u32 = 1 << 2;
+
+/// Stores the vendor's optional capabilities in `*out`: a sum of
+/// `DIPU_VENDOR_CAP_*` bits (bits not defined here may be set by newer
+/// vendors; ignore them).
+///
+/// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`, the runtime's
+/// status if it cannot be created. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or valid for writing a uint32_t.
+#[no_mangle]
+pub unsafe extern "C" fn dipu_vendor_capabilities(out: *mut u32) -> dipu_status {
+    ffi_boundary!("dipu_vendor_capabilities", {
+        let rt = dipu_runtime::get()?;
+        let bits = rt.api().capabilities().bits();
+        // SAFETY: forwarded caller's contract.
+        unsafe { write_out(out, "out", bits) }
+    })
+}
+
 /// Stores 1 in `*out` if the process-global runtime exists now, else 0.
 /// Errors: DIPU_STATUS_INVALID_ARGUMENT for a NULL `out`. Thread-safe.
 ///
@@ -192,5 +221,16 @@ mod tests {
         // SAFETY: dipu_version returns a static NUL-terminated string.
         let version = unsafe { CStr::from_ptr(dipu_version()) };
         assert_eq!(version.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn capability_bits_are_the_vendor_abi_bits() {
+        use dipu_deviceapi::Capabilities as C;
+        assert_eq!(DIPU_VENDOR_CAP_COLLECTIVES, C::COLLECTIVES.bits());
+        assert_eq!(DIPU_VENDOR_CAP_VIRTUAL_MEMORY, C::VIRTUAL_MEMORY.bits());
+        assert_eq!(
+            DIPU_VENDOR_CAP_HOST_ACCESSIBLE_MEMORY,
+            C::HOST_ACCESSIBLE_MEMORY.bits()
+        );
     }
 }

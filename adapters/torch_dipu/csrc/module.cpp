@@ -40,6 +40,12 @@ std::string vendor_name() {
   return buf;
 }
 
+uint32_t vendor_capabilities() {
+  uint32_t caps = 0;
+  DIPU_CHECK(dipu_vendor_capabilities(&caps));
+  return caps;
+}
+
 py::tuple device_properties(int32_t device) {
   dipu_device_properties p{};
   DIPU_CHECK(dipu_device_get_properties(device, &p));
@@ -122,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
   init_memory_history(m);
   m.def("_device_count", torch::wrap_pybind_function([] { return device_count(); }));
   m.def("_vendor_name", torch::wrap_pybind_function(vendor_name));
+  m.def("_vendor_capabilities", torch::wrap_pybind_function(vendor_capabilities));
   m.def("_version", [] { return std::string(dipu_version()); });
   m.def("_is_initialized", [] {
     int32_t init = 0;

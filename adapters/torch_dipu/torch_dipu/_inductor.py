@@ -7,8 +7,9 @@ and a runtime interface (`register_interface_for_device`).
 
 What dipu registers depends on the vendor's memory:
 
-* Host-accessible memory (the `host` vendor, whose device memory is
-  ordinary process memory): Inductor's C++/OpenMP code generator runs on
+* Host-accessible memory (a vendor that reports the
+  "host-accessible-memory" capability, as the `host` vendor does, whose
+  device memory is ordinary process memory): Inductor's C++/OpenMP code generator runs on
   dipu tensors. Generated kernels are plain host functions called on the
   Python thread, while dipu's own kernels run asynchronously on streams;
   the wrapper therefore synchronizes the current stream before each run
@@ -34,21 +35,18 @@ from typing import Any
 
 import torch
 
-# The vendors whose device memory the calling thread can read and write
-# directly, so that host (C++) kernels may run on it.
-_HOST_MEMORY_VENDORS = frozenset({"host"})
-
-
-_vendor: str | None = None
+# Whether the vendor's device memory is host-accessible (asked once).
+_host_accessible: bool | None = None
 
 
 def vendor_memory_is_host_accessible() -> bool:
-    """Whether the dipu vendor's device memory is host memory (the
-    `host` vendor), which Inductor's C++ kernels can run on."""
-    global _vendor
-    if _vendor is None:
-        _vendor = torch.dipu.vendor_name()
-    return _vendor in _HOST_MEMORY_VENDORS
+    """Whether the dipu vendor reports its device memory as host-accessible
+    (the "host-accessible-memory" capability), which Inductor's C++ kernels
+    can run on."""
+    global _host_accessible
+    if _host_accessible is None:
+        _host_accessible = "host-accessible-memory" in torch.dipu.vendor_capabilities()
+    return _host_accessible
 
 
 class DipuInductorUnsupported(RuntimeError):
@@ -62,7 +60,8 @@ def require_host_memory() -> None:
         raise DipuInductorUnsupported(
             f"torch.compile's default backend (inductor) has no code generator for "
             f"dipu vendor {torch.dipu.vendor_name()!r}: its device memory is not host "
-            f"memory, and only the 'host' vendor can run Inductor's C++ kernels. Use "
+            f"memory (the vendor does not report the host-accessible-memory capability), "
+            f"and Inductor's C++ kernels can only run on such memory. Use "
             f"torch.compile(model, backend='aot_eager') (or a backend the vendor "
             f"provides) on this vendor."
         )

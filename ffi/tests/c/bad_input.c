@@ -178,6 +178,7 @@ int main(void) {
 
   /* Buffers too small, bad states and values. */
   BAD(dipu_vendor_name(small, sizeof small, &needed), DIPU_STATUS_INVALID_ARGUMENT, "dipu_vendor_name");
+  BAD(dipu_vendor_capabilities(NULL), DIPU_STATUS_INVALID_ARGUMENT, "dipu_vendor_capabilities");
   EXPECT(needed == 5);
   BAD(dipu_memory_snapshot_json(0, small, sizeof small, &needed), DIPU_STATUS_INVALID_ARGUMENT, "dipu_memory_snapshot_json");
   BAD(dipu_generator_get_state(0, junk, 3, NULL), DIPU_STATUS_INVALID_ARGUMENT, "dipu_generator_get_state");

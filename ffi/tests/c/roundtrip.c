@@ -33,6 +33,10 @@ int main(void) {
   CHECK(dipu_init(&opts));
   CHECK(dipu_vendor_name(name, sizeof name, &needed));
   EXPECT(strcmp(name, "host") == 0 && needed == 5);
+  uint32_t caps = 0;
+  CHECK(dipu_vendor_capabilities(&caps));
+  EXPECT(caps == (DIPU_VENDOR_CAP_COLLECTIVES | DIPU_VENDOR_CAP_VIRTUAL_MEMORY |
+                  DIPU_VENDOR_CAP_HOST_ACCESSIBLE_MEMORY));
   CHECK(dipu_device_count(&count));
   EXPECT(count >= 1);
   CHECK(dipu_device_get(&device));

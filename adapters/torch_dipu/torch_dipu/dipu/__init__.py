@@ -165,6 +165,23 @@ def vendor_name() -> str:
     return _C._vendor_name()
 
 
+# The bits of dipu_vendor_capabilities (include/dipu_runtime.h).
+_CAPABILITY_BITS = {
+    "collectives": 1 << 0,
+    "virtual-memory": 1 << 1,
+    "host-accessible-memory": 1 << 2,
+}
+
+
+def vendor_capabilities() -> frozenset:
+    """The optional capabilities of the vendor in use, by name:
+    "collectives", "virtual-memory" (expandable segments) and
+    "host-accessible-memory" (host code may read and write device memory
+    in place once the work on it is done)."""
+    bits = _C._vendor_capabilities()
+    return frozenset(name for name, bit in _CAPABILITY_BITS.items() if bits & bit)
+
+
 def is_bf16_supported() -> bool:
     """bfloat16 tensors work (ops fall back to the CPU)."""
     return True
@@ -219,4 +236,5 @@ __all__ = [
     "stream",
     "synchronize",
     "vendor_name",
+    "vendor_capabilities",
 ]
