@@ -160,6 +160,21 @@ def _precompiled_header(cpp_extension):
     cpp_extension._write_ninja_file_and_compile_objects = compile_objects
 
 
+# The torch version _C is compiled against, read by `import torch_dipu`
+# before it loads _C (whose C++ symbols only that torch has).
+BUILT_WITH = "_built_with.py"
+
+
+def _write_built_with(package, torch_version):
+    path = os.path.join(package, BUILT_WITH)
+    text = ('"""Written by setup.py: the torch torch_dipu._C was built against."""\n\n'
+            f"TORCH_VERSION = {torch_version!r}\n")
+    os.makedirs(package, exist_ok=True)
+    if not os.path.isfile(path) or open(path).read() != text:
+        with open(path, "w") as f:
+            f.write(text)
+
+
 def _extension_commands():
     """torch_dipu._C and the build_ext that builds it (imports torch)."""
     import torch
@@ -179,6 +194,7 @@ def _extension_commands():
             # An in-place build (build.sh) may go on without the kernels, as
             # the tests of the fallback do; a wheel may not.
             _install_lib(DIOPI, package, required=not self.inplace)
+            _write_built_with(package, torch.__version__)
             # The DIOPI registrations: csrc/gen/diopi_ops_*.cpp from
             # diopi_functions.yaml (each rewritten only when it changes).
             subprocess.check_call([sys.executable, os.path.join(here, "gen_diopi.py")])
@@ -190,7 +206,7 @@ def _extension_commands():
             outputs = super().get_outputs()
             if not self.inplace:
                 package = os.path.join(self.build_lib, "torch_dipu")
-                outputs += [os.path.join(package, n) for n in (RUNTIME, DIOPI)
+                outputs += [os.path.join(package, n) for n in (RUNTIME, DIOPI, BUILT_WITH)
                             if os.path.isfile(os.path.join(package, n))]
             return outputs
 

@@ -248,6 +248,26 @@ def _run(code, env=None):
     )
 
 
+def test_import_under_another_torch_names_both_versions():
+    """_C only loads with the torch it was built against: another torch
+    gets an ImportError naming both versions and how to rebuild, before _C
+    is loaded (not an undefined symbol)."""
+    out = _run(
+        """
+        import sys, torch
+        torch.__version__ = "1.0.0"
+        try:
+            import torch_dipu
+        except ImportError as e:
+            print(e)
+        print("_C loaded" if "torch_dipu._C" in sys.modules else "_C not loaded")
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"built against torch {torch.__version__}, but torch 1.0.0" in out.stdout, out.stdout
+    assert "rebuild torch_dipu" in out.stdout and "_C not loaded" in out.stdout, out.stdout
+
+
 def test_dataloader_with_workers_after_the_device_was_used():
     out = _run(
         """

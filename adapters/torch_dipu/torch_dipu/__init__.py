@@ -11,7 +11,29 @@ import os
 
 import torch
 
-from . import _C  # noqa: F401  (registers the kernels, guard, allocators and hooks)
+
+def _check_torch_version():
+    """_C links against one torch's C++ symbols: with another torch it would
+    fail to load with an undefined symbol, or worse. Say what to do instead."""
+    try:
+        from ._built_with import TORCH_VERSION
+    except ImportError:
+        raise ImportError(
+            "torch_dipu is not built: run adapters/torch_dipu/build.sh, or "
+            "pip install --no-build-isolation ./adapters/torch_dipu (docs/torch.md)"
+        ) from None
+    if torch.__version__ != TORCH_VERSION:
+        raise ImportError(
+            f"torch_dipu was built against torch {TORCH_VERSION}, but torch "
+            f"{torch.__version__} is imported: rebuild torch_dipu against this torch "
+            f"(adapters/torch_dipu/build.sh, or pip install --no-build-isolation "
+            f"./adapters/torch_dipu)"
+        )
+
+
+_check_torch_version()
+
+from . import _C  # noqa: F401,E402  (registers the kernels, guard, allocators and hooks)
 
 # Opens the DIOPI kernel library and registers the ops it has (docs/torch.md).
 _C._diopi_init()
