@@ -58,15 +58,44 @@ impl Inner {
     /// The `F64` reduction of `count` elements from `send` into `recv`
     /// (all-reduce, or reduce to `root`) through an all-gather and a host
     /// reduction.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_f64_gathered(
         &self,
         c: &Comm,
-        send: *const c_void,
-        recv: *mut c_void,
+        (send, recv): (*const c_void, *mut c_void),
         count: usize,
         op: ReduceOp,
         root: Option<i32>,
+    ) -> Result<()> {
+        self.f64_gathered(c, (send, recv), count, op, root, 0..count)
+    }
+
+    /// The `F64` reduce-scatter of `flat` (one block of `block` elements
+    /// per rank) into `recv`: the whole of `flat` reduced as above, and
+    /// this rank's block copied up.
+    pub(super) fn reduce_scatter_f64_gathered(
+        &self,
+        c: &Comm,
+        (flat, recv): (*const c_void, *mut c_void),
+        block: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let ranks = usize::try_from(c.size).unwrap_or(1).max(1);
+        let rank = usize::try_from(c.rank).unwrap_or(0);
+        let mine = rank * block..(rank + 1) * block;
+        self.f64_gathered(c, (flat, recv), block * ranks, op, None, mine)
+    }
+
+    /// Gathers every rank's `count` elements at `send`, reduces them on the
+    /// host, and copies the elements `part` of the result to `recv` (on
+    /// every rank, or on `root` only).
+    fn f64_gathered(
+        &self,
+        c: &Comm,
+        (send, recv): (*const c_void, *mut c_void),
+        count: usize,
+        op: ReduceOp,
+        root: Option<i32>,
+        part: std::ops::Range<usize>,
     ) -> Result<()> {
         let combine = combiner(op).ok_or_else(|| {
             Error::new(
@@ -105,14 +134,17 @@ impl Inner {
         }
         let staging = self.runtime.allocate_host(all)?;
         let (host, dst) = (staging.as_ptr() as usize, recv as usize);
+        let width = DataType::F64.size_in_bytes();
+        let (from, bytes) = (host + part.start * width, part.len() * width);
         // After the gather, which a coalesced batch launches at its end.
         self.after_group(c, move |g, c| {
             let (scratch, staging) = (scratch, staging);
             let stream = c.stream.raw();
-            // SAFETY: `scratch` holds `all` bytes and `dst` `row` bytes of
+            // SAFETY: `scratch` holds `all` bytes and `dst` `bytes` bytes of
             // live device memory of the group's device; `host` is pinned
-            // memory of `all` bytes that outlives the queued work (its free
-            // waits for the event recorded below).
+            // memory of `all` bytes (`part` lies in its first row) that
+            // outlives the queued work (its free waits for the event
+            // recorded below).
             unsafe {
                 g.api.memcpy_async(
                     host as *mut c_void,
@@ -127,8 +159,8 @@ impl Inner {
                 )?;
                 g.api.memcpy_async(
                     dst as *mut c_void,
-                    host as *const c_void,
-                    row,
+                    from as *const c_void,
+                    bytes,
                     CopyKind::HostToDevice,
                     stream,
                 )?;

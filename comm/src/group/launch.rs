@@ -198,7 +198,7 @@ impl Inner {
             return self.reduce_i16_widened(c, send, recv, count, op, root);
         }
         if dtype == DataType::F64 && self.no_f64.load(Ordering::Relaxed) {
-            return self.reduce_f64_gathered(c, send, recv, count, op, root);
+            return self.reduce_f64_gathered(c, (send, recv), count, op, root);
         }
         let avg_before = self.native_avg.load(Ordering::Relaxed);
         let chosen = self.with_op(op, |vop| {
@@ -232,7 +232,7 @@ impl Inner {
                 self.native_avg.store(avg_before, Ordering::Relaxed);
                 self.no_f64.store(true, Ordering::Relaxed);
                 tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
-                return self.reduce_f64_gathered(c, send, recv, count, op, root);
+                return self.reduce_f64_gathered(c, (send, recv), count, op, root);
             }
             r => r?,
         };
@@ -249,6 +249,12 @@ impl Inner {
         o: Buffer,
         op: ReduceOp,
     ) -> Result<()> {
+        let f64_gathered =
+            |g: &Self| g.reduce_scatter_f64_gathered(c, (flat, o.as_ptr()), o.count(), op);
+        if o.dtype() == DataType::F64 && self.no_f64.load(Ordering::Relaxed) {
+            return f64_gathered(self);
+        }
+        let avg_before = self.native_avg.load(Ordering::Relaxed);
         let chosen = self.with_op(op, |vop| {
             // SAFETY: `flat` holds world_size blocks of `o`'s size, both live
             // device memory of the group's device.
@@ -263,7 +269,17 @@ impl Inner {
                     c.stream.raw(),
                 )
             }
-        })?;
+        });
+        let chosen = match chosen {
+            // No 64-bit floats (CNCL): as for the all-reduce above.
+            Err(e) if e.kind() == ErrorKind::Unsupported && o.dtype() == DataType::F64 => {
+                self.native_avg.store(avg_before, Ordering::Relaxed);
+                self.no_f64.store(true, Ordering::Relaxed);
+                tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
+                return f64_gathered(self);
+            }
+            r => r?,
+        };
         self.finish_avg(c, chosen, o.as_ptr(), o.count(), o.dtype())
     }
 

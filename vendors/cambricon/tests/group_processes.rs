@@ -67,6 +67,25 @@ fn launch(name: &str, world: usize) -> (TcpStoreServer, tempfile::TempDir, Ranks
 
 /// Rank `rank`'s value at element `i`: 1 plus a multiple of 2^-40 (which
 /// `f32` would round away), negative on odd elements.
+/// Element `i` reduced over `world` ranks by `op`, in rank order.
+fn f64_reduced(op: ReduceOp, world: usize, i: usize) -> f64 {
+    let mut acc = f64_value(0, i);
+    for r in 1..world {
+        let x = f64_value(r, i);
+        acc = match op {
+            ReduceOp::Prod => acc * x,
+            ReduceOp::Min => acc.min(x),
+            ReduceOp::Max => acc.max(x),
+            _ => acc + x,
+        };
+    }
+    if op == ReduceOp::Avg {
+        acc / world as f64
+    } else {
+        acc
+    }
+}
+
 fn f64_value(rank: usize, i: usize) -> f64 {
     let v = 1.0 + ((rank * 7 + i) % 13 + 1) as f64 * f64::powi(2.0, -40);
     if i % 2 == 1 {
@@ -77,9 +96,9 @@ fn f64_value(rank: usize, i: usize) -> f64 {
 }
 
 /// CNCL has no 64-bit float: the process group all-gathers `F64` buffers
-/// and reduces them on the host. Every operator, all-reduce and reduce to
-/// a root, on 3 ranks as processes, gives each rank exactly the `f64`
-/// reduction in rank order (no rounding through `f32`).
+/// and reduces them on the host. Every operator, all-reduce, reduce to a
+/// root and reduce-scatter, on 3 ranks as processes, gives each rank
+/// exactly the `f64` reduction in rank order (no rounding through `f32`).
 #[test]
 fn f64_reductions_on_cncl_are_exact() {
     const COUNT: usize = 1001;
@@ -109,30 +128,37 @@ fn f64_reductions_on_cncl_are_exact() {
                     .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
                     .collect();
                 let want: Vec<f64> = if root.is_none_or(|r| r as usize == rank) {
-                    (0..COUNT)
-                        .map(|i| {
-                            let mut acc = f64_value(0, i);
-                            for r in 1..world {
-                                let x = f64_value(r, i);
-                                acc = match op {
-                                    ReduceOp::Prod => acc * x,
-                                    ReduceOp::Min => acc.min(x),
-                                    ReduceOp::Max => acc.max(x),
-                                    _ => acc + x,
-                                };
-                            }
-                            if op == ReduceOp::Avg {
-                                acc / world as f64
-                            } else {
-                                acc
-                            }
-                        })
-                        .collect()
+                    (0..COUNT).map(|i| f64_reduced(op, world, i)).collect()
                 } else {
                     mine.clone()
                 };
                 assert_eq!(got, want, "rank {rank}: {op:?} to {root:?}");
             }
+        }
+        // Reduce-scatter: rank r gets block r of the reduced flat input.
+        let flat: Vec<u8> = (0..COUNT * world)
+            .flat_map(|i| f64_value(rank, i).to_le_bytes())
+            .collect();
+        for op in ReduceOp::ALL {
+            let input = rt.allocate(flat.len(), stream).unwrap();
+            input.copy_from_host(&flat, None).unwrap();
+            let output = rt.allocate(COUNT * 8, stream).unwrap();
+            let input = Buffer::from_device_buffer(&input, DataType::F64).unwrap();
+            let out = Buffer::from_device_buffer(&output, DataType::F64).unwrap();
+            pg.reduce_scatter_from(&out, &input, op)
+                .unwrap_or_else(|e| panic!("reduce-scatter {op:?}: {e}"))
+                .wait_host(wait)
+                .unwrap();
+            let mut bytes = vec![0u8; COUNT * 8];
+            output.copy_to_host(&mut bytes, None).unwrap();
+            let got: Vec<f64> = bytes
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let want: Vec<f64> = (rank * COUNT..(rank + 1) * COUNT)
+                .map(|i| f64_reduced(op, world, i))
+                .collect();
+            assert_eq!(got, want, "rank {rank}: reduce-scatter {op:?}");
         }
         println!("rank {rank}: f64 ok");
         return;
