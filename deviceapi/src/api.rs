@@ -26,7 +26,8 @@ pub type HostCallback = Box<dyn FnOnce() + Send + 'static>;
 ///
 /// Optional capabilities (collectives, virtual memory) have default methods
 /// that return [`crate::ErrorKind::Unsupported`]; [`DeviceApi::capabilities`]
-/// says which ones the vendor really implements.
+/// says which ones the vendor really implements, and whether its device
+/// memory is host-accessible (a property, with no methods of its own).
 ///
 /// # Safety
 ///
