@@ -213,7 +213,16 @@ impl ProcessGroup {
                             o.bytes(),
                         )?;
                     }
-                    g.reduce_scatter_into(c, flat.as_ptr(), o, op)
+                    g.reduce_scatter_into(c, flat.as_ptr(), o, op)?;
+                    // Held until the vendor has the collective: in a
+                    // coalesced batch NCCL may enqueue it only at the
+                    // batch's end ("can return without having enqueued the
+                    // operation on the stream"), and a later operation of
+                    // the batch could take this scratch and fill it first.
+                    g.after_group(c, move |_, _| {
+                        drop(flat);
+                        Ok(())
+                    })
                 } else {
                     let op = g.vendor_op(op);
                     g.grouped(|| {
