@@ -200,6 +200,7 @@ def test_the_rule_is_the_host_accessible_memory_capability():
     name, decides: the test above takes it away."""
     caps = torch.dipu.vendor_capabilities()
     assert {"collectives", "virtual-memory", "host-accessible-memory"} <= caps, caps
+    dipu_inductor._host_accessible = None  # asked afresh
     assert dipu_inductor.vendor_memory_is_host_accessible()
 
 

@@ -313,26 +313,35 @@ impl Guarded {
     }
 
     /// Copies `bytes` of device memory at `addr` back to the host.
-    fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
+    ///
+    /// # Safety
+    /// As for [`Guarded::read_append`].
+    unsafe fn read(&self, addr: usize, bytes: usize) -> Result<Vec<u8>> {
         let mut host = Vec::new();
-        self.read_append(&[(addr, bytes)], &mut host)?;
+        // SAFETY: forwarded caller's contract.
+        unsafe { self.read_append(&[(addr, bytes)], &mut host)? };
         Ok(host)
     }
 
     /// Copies each range (address, bytes) of device memory, in order, to
     /// the end of `host`: in place on host-accessible memory, else with
-    /// synchronous vendor copies. The caller has made sure that the work
-    /// on those ranges is done.
-    fn read_append(&self, ranges: &[(usize, usize)], host: &mut Vec<u8>) -> Result<()> {
+    /// synchronous vendor copies.
+    ///
+    /// # Safety
+    /// Each range lies in a block this allocator holds, and the device work
+    /// queued on it so far is done (its stream idle, its event complete, or
+    /// the device synchronised): read in place, memory that a stream still
+    /// writes would be a data race.
+    unsafe fn read_append(&self, ranges: &[(usize, usize)], host: &mut Vec<u8>) -> Result<()> {
         host.reserve(ranges.iter().map(|&(_, bytes)| bytes).sum());
         if self.in_place {
             for &(addr, bytes) in ranges {
                 // SAFETY: `addr..addr + bytes` lies inside a block this
-                // allocator holds (a guard or a kept block), so it stays
-                // mapped; the vendor's HOST_ACCESSIBLE_MEMORY capability
-                // makes it host memory this process may read, and the work
-                // on it is done (the caller's duty). `host` has room for
-                // `bytes` more bytes, a separate allocation.
+                // allocator holds, so it stays mapped, and the work on it is
+                // done (the caller's contract); the vendor's
+                // HOST_ACCESSIBLE_MEMORY capability makes it host memory
+                // this process may read. `host` has room for `bytes` more
+                // bytes, a separate allocation.
                 unsafe {
                     let at = host.as_mut_ptr().add(host.len());
                     std::ptr::copy_nonoverlapping(addr as *const u8, at, bytes);
@@ -366,8 +375,17 @@ impl Guarded {
     /// reports each overwritten side not reported yet; returns how many.
     fn check(&self, user: usize, live: &mut Live) -> Result<usize> {
         let GuardSizes { front, back } = self.sizes;
-        let before = self.read(user - front, front)?;
-        let after = self.read(user + live.bytes, back)?;
+        // SAFETY: both guards lie in the live allocation's block, which
+        // this allocator holds; the callers synchronise the device first
+        // (`check_all`), so the work queued on it until then is done. Work
+        // another thread queues afterwards on a live allocation races with
+        // this check as it would with the vendor's own copy.
+        let (before, after) = unsafe {
+            (
+                self.read(user - front, front)?,
+                self.read(user + live.bytes, back)?,
+            )
+        };
         Ok(self.judge(user, live, [&before, &after], false, None))
     }
 

@@ -6,8 +6,9 @@
 //! Its guards are checked **before it is handed out again**, so that a
 //! violation names the allocation that wrote it:
 //! - when the stream has finished its work (so the freed allocation's
-//!   writes are done), the guards are read back there and then (one
-//!   synchronous copy of the block for blocks up to [`WHOLE_BLOCK_READ`],
+//!   writes are done), the guards are read there and then: in place on a
+//!   vendor with host-accessible memory, else with synchronous vendor
+//!   copies (one of the whole block for blocks up to [`WHOLE_BLOCK_READ`],
 //!   else one per guard). A block found overwritten is reported and given
 //!   back to the allocator (the next allocation there refills its guards);
 //!   an intact one is handed out;
@@ -23,8 +24,9 @@
 //! every guard (and so at shutdown and at process exit).
 //!
 //! So a cache-hit pair on an idle stream queues no device work and reads
-//! the block (or its guards) back once, synchronously; on a busy stream it
-//! queues two or three small operations and an event.
+//! the block or its two guards (in place, or with one or two synchronous
+//! copies); on a busy stream it queues two or three small operations and
+//! an event.
 
 use std::cell::RefCell;
 
@@ -169,13 +171,18 @@ impl Guarded {
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             buf.clear();
+            // The kept block is held by this allocator and its stream is
+            // idle (the caller queried it), the only stream that used it:
+            // the freed allocation's work on it is done.
             let (before, after) = if total <= WHOLE_BLOCK_READ {
-                self.read_append(&[(user - front, total)], &mut buf)?;
+                // SAFETY: the whole block, as above.
+                unsafe { self.read_append(&[(user - front, total)], &mut buf)? };
                 let (before, rest) = buf.split_at(front);
                 (before, &rest[freed.bytes..])
             } else {
                 let back = (user + freed.bytes, self.sizes.back);
-                self.read_append(&[(user - front, front), back], &mut buf)?;
+                // SAFETY: its two guards, as above.
+                unsafe { self.read_append(&[(user - front, front), back], &mut buf)? };
                 buf.split_at(front)
             };
             Ok(self.judge(user, freed, [before, after], true, None))

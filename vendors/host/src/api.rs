@@ -182,8 +182,9 @@ impl DeviceApi for HostVendor {
         // asynchronous copy may be, and which CUDA's is for pageable memory
         // ("API synchronization behavior": to pageable memory, "the function
         // will return only once the copy has completed"). On a busy stream
-        // it is queued, so the host does not wait. Errors surface at the
-        // stream's next synchronisation either way.
+        // it is queued, so the host does not wait. A range found invalid
+        // when it runs here is this call's error; once queued, the
+        // stream's next synchronisation reports it.
         let host_side = match kind {
             CopyKind::DeviceToHost => Some(dst as usize),
             CopyKind::HostToDevice => Some(src as usize),
