@@ -282,6 +282,41 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
   return {grad_gates, gcy * f, grad_bias};
 }
 
+// The fused GRU cell that nn.GRU and nn.GRUCell use on every device but
+// the CPU, which has no kernel for it, likewise. With r, z, n the reset,
+// update and new gates: hy = n + z * (hx - n). The workspace holds r, z,
+// n, the hidden n gate (bias included) and hx, for the backward.
+std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& hx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor ig = input_gates;
+  at::Tensor hg = hidden_gates;
+  if (input_bias && input_bias->defined()) ig = ig + *input_bias;
+  if (hidden_bias && hidden_bias->defined()) hg = hg + *hidden_bias;
+  auto i = ig.chunk(3, 1);
+  auto h = hg.chunk(3, 1);
+  at::Tensor r = (i[0] + h[0]).sigmoid();
+  at::Tensor z = (i[1] + h[1]).sigmoid();
+  at::Tensor n = (i[2] + r * h[2]).tanh();
+  at::Tensor hy = n + z * (hx - n);
+  return {hy, at::cat({r, z, n, h[2], hx}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+  auto w = workspace.chunk(5, 1);
+  const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hn = w[3], &hx = w[4];
+  at::Tensor gz = grad_hy * (hx - n) * z * (1 - z);
+  at::Tensor gn = grad_hy * (1 - z) * (1 - n * n);
+  at::Tensor gr = gn * hn * r * (1 - r);
+  at::Tensor grad_input_gates = at::cat({gr, gz, gn}, 1);
+  at::Tensor grad_hidden_gates = at::cat({gr, gz, gn * r}, 1);
+  at::Tensor grad_hx = grad_hy * z;
+  at::Tensor grad_input_bias = has_bias ? grad_input_gates.sum(0) : at::Tensor();
+  at::Tensor grad_hidden_bias = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
+  return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias};
+}
+
 }  // namespace
 
 void dipu_fallback_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -299,6 +334,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_on_cpu>());
   m.impl("_thnn_fused_lstm_cell", fused_lstm_cell);
   m.impl("_thnn_fused_lstm_cell_backward_impl", fused_lstm_cell_backward);
+  m.impl("_thnn_fused_gru_cell", fused_gru_cell);
+  m.impl("_thnn_fused_gru_cell_backward", fused_gru_cell_backward);
 }
 
 }  // namespace torch_dipu

@@ -30,10 +30,6 @@ XFAIL = {
     # generator's repr (a str is iterable): a bug of the shared helper,
     # not of autocast (the autocast output dtype is checked before).
     "einsum": "torch's _run_autocast_outofplace cannot hand-cast a str argument",
-    # gru_cell on a PrivateUse1 tensor calls _thnn_fused_gru_cell, which
-    # has a CUDA kernel only (no CPU one for the fallback): dipu lacks it
-    # with or without autocast.
-    "gru_cell": "_thnn_fused_gru_cell has no CPU kernel for dipu's fallback",
 }
 
 

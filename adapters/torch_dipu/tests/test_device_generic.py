@@ -134,7 +134,7 @@ class TestDipuOps(TestCase):
                 self.assertEqual(t.dtype, e.dtype)
 
 
-MODULES = {"Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "LSTM",
+MODULES = {"Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "LSTM", "GRU", "GRUCell",
            "MultiheadAttention"}
 
 
