@@ -289,6 +289,43 @@ fn send_recv_ring_and_barrier() {
     });
 }
 
+/// Two reduce-scatters of lists in one coalesced batch: each packs its
+/// inputs into a scratch buffer that the vendor may read only when the
+/// batch ends (NCCL and its fake launch a group's collectives at
+/// `ncclGroupEnd`), so the first one's scratch must not go to the second,
+/// which would fill it first.
+#[test]
+fn coalesced_reduce_scatters_keep_their_scratch_until_the_batch_ends() {
+    with_ranks(2, quick(), |pg| {
+        // Op k's inputs on rank r are all 10 k + r + 1.
+        let inputs = |k: usize| -> Vec<_> {
+            let v = vec![(10 * k) as f64 + f64::from(pg.rank()) + 1.0; 64];
+            (0..2).map(|_| upload(pg, DataType::F32, &v)).collect()
+        };
+        let (first, second) = (inputs(0), inputs(1));
+        let bufs = |x: &[(_, dipu_comm::Buffer)]| x.iter().map(|(_, b)| *b).collect::<Vec<_>>();
+        let (d1, o1) = zeros(pg, DataType::F32, 64);
+        let (d2, o2) = zeros(pg, DataType::F32, 64);
+        pg.start_coalescing().unwrap();
+        pg.reduce_scatter(&o1, &bufs(&first), ReduceOp::Sum)
+            .unwrap();
+        pg.reduce_scatter(&o2, &bufs(&second), ReduceOp::Sum)
+            .unwrap();
+        pg.end_coalescing().unwrap().wait().unwrap();
+        // Sums over ranks 0 and 1: 1 + 2, then 11 + 12.
+        assert_eq!(
+            download(&d1, &o1),
+            vec![3.0; 64],
+            "the first reduce-scatter"
+        );
+        assert_eq!(
+            download(&d2, &o2),
+            vec![23.0; 64],
+            "the second reduce-scatter"
+        );
+    });
+}
+
 #[test]
 fn coalesced_batch_is_one_work() {
     with_ranks(2, quick(), |pg| {
