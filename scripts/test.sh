@@ -53,6 +53,9 @@ finish() {
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 step "cargo build (the vendor plugins' .so files included)"
 cargo build --workspace --locked
 
@@ -116,14 +119,6 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
   cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom \
   >"$pylogs/loom.log" 2>&1 &
 loom=$!
-
-# Clippy checks in its own target dir (no lock shared with the cargo calls
-# below) while the next steps mostly wait on processes and the Python
-# suites keep about one core busy; its verdict shows at the end.
-step "in the background: cargo clippy (all targets, warnings are errors; separate target dir)"
-cargo clippy --workspace --all-targets --locked --target-dir target/clippy -- -D warnings \
-  >"$pylogs/clippy.log" 2>&1 &
-clippy=$!
 
 step "the runtime's whole suite under the memory checker (guard bytes and poisoned frees on every allocation)"
 for bin in $(grep -v /memcheck_replay- <<<"$runtime_bins"); do
@@ -337,8 +332,5 @@ cases=(
 )
 DIPU_HOST_DEVICES=2 DICL_SUITE_MODE=accel PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q \
   -p no:cacheprovider "${cases[@]/#/$suite::TestDiclWithFork::}"
-
-step "cargo clippy (started in the background after cargo test)"
-finish "$clippy" "$pylogs/clippy.log"
 
 step "all checks passed"
