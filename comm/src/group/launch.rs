@@ -229,9 +229,7 @@ impl Inner {
             // No 64-bit floats (CNCL): gathered and reduced on the host
             // from now on.
             Err(e) if e.kind() == ErrorKind::Unsupported && dtype == DataType::F64 => {
-                self.native_avg.store(avg_before, Ordering::Relaxed);
-                self.no_f64.store(true, Ordering::Relaxed);
-                tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
+                self.learn_no_f64(avg_before, &e);
                 return self.reduce_f64_gathered(c, (send, recv), count, op, root);
             }
             r => r?,
@@ -273,14 +271,22 @@ impl Inner {
         let chosen = match chosen {
             // No 64-bit floats (CNCL): as for the all-reduce above.
             Err(e) if e.kind() == ErrorKind::Unsupported && o.dtype() == DataType::F64 => {
-                self.native_avg.store(avg_before, Ordering::Relaxed);
-                self.no_f64.store(true, Ordering::Relaxed);
-                tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
+                self.learn_no_f64(avg_before, &e);
                 return f64_gathered(self);
             }
             r => r?,
         };
         self.finish_avg(c, chosen, o.as_ptr(), o.count(), o.dtype())
+    }
+
+    /// Remembers the vendor's refusal `e` of an `F64` reduction: such
+    /// reductions are gathered and reduced on the host from now on. The
+    /// refused call said nothing about averaging, so what was known before
+    /// it (`avg_before`) is put back.
+    fn learn_no_f64(&self, avg_before: u8, e: &Error) {
+        self.native_avg.store(avg_before, Ordering::Relaxed);
+        self.no_f64.store(true, Ordering::Relaxed);
+        tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
     }
 
     /// Runs `f` between the vendor's group start and end (the end is called

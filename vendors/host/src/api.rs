@@ -191,14 +191,17 @@ impl DeviceApi for HostVendor {
             _ => None,
         };
         let pageable = |addr: usize| !matches!(self.memory.read().containing(addr), Some((_, r)) if r.kind == Kind::Pinned);
-        if !host_side.is_some_and(pageable) {
-            return self.run_async(stream, Some(op));
-        }
         let target = self.stream(stream)?;
-        match target.run_if_idle(op, Checked::run_here)? {
-            Ran::Here(done) => done,
-            Ran::Busy(op) => target.submit(op.into_op()?).map(drop),
-        }
+        // The idleness, an atomic, before the pinned lookup, which locks.
+        let op = if host_side.is_some_and(|addr| target.is_idle() && pageable(addr)) {
+            match target.run_if_idle(op, Checked::run_here)? {
+                Ran::Here(done) => return done,
+                Ran::Busy(op) => op,
+            }
+        } else {
+            op
+        };
+        target.submit(op.into_op()?).map(drop)
     }
 
     unsafe fn memcpy_peer(
