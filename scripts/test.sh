@@ -18,37 +18,51 @@ step() {
   printf '\n==> [%d:%02d, cpu %ss] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$cpu" "$*"
 }
 
-step "toolchain and system tools"
-./scripts/setup.sh
+# What the suite runs on, first, so that a failure can be traced to a
+# machine: kernels pick their inner loops by the processor's vector
+# extensions, and a long suite can go round the process ids.
+machine() {
+  local flags ext=()
+  flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+  for f in sse4_2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_tile; do
+    grep -qw "$f" <<<"$flags" && ext+=("$f")
+  done
+  echo "processor: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') ($(uname -m))"
+  echo "vector extensions: ${ext[*]:-none of sse4_2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_tile}"
+  echo "cores: $(nproc); memory: $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel.pid_max: $(cat /proc/sys/kernel/pid_max)"
+  echo "rustc: $(rustc --version 2>/dev/null || echo 'not installed yet (scripts/setup.sh installs it)')"
+  echo "python: $(python3 --version 2>&1)"
+  echo "torch: $(sed -n 's/^torch=torch==//p' scripts/torch-env.sh) (scripts/torch-env.sh; in .venv-torch: $(.venv-torch/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || echo 'not yet'))"
+  echo "paddle: $(sed -n 's/^paddle=paddlepaddle==//p' scripts/paddle-env.sh) (scripts/paddle-env.sh; in .venv-paddle: $(.venv-paddle/bin/python -c 'import importlib.metadata as m; print(m.version("paddlepaddle"))' 2>/dev/null || echo 'not yet'))"
+}
+step "the machine"
+machine
+
+step "the toolchain (scripts/setup.sh --build)"
+./scripts/setup.sh --build
+
+step "background jobs keep their exit status whatever happens to process ids (scripts/jobs-test.sh)"
+./scripts/jobs-test.sh 2>/dev/null
+# shellcheck source=scripts/jobs.sh
+. scripts/jobs.sh
+JOBS_DIR="$(mktemp -d)"
+pylogs="$JOBS_DIR"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$JOBS_DIR" "$cpu_log"' EXIT
+
+step "in the background: the system tools the tests use (scripts/setup.sh --tests: cmake, valgrind, pkg-config, chromium)"
+job_start system-tools ./scripts/setup.sh --tests
 
 # The Python environments download ~2.8 GB: they install in the background
 # while Rust compiles, and the tests wait for them.
 step "in the background: NVIDIA wheels for the CUDA vendor's tests (.venv) and PyTorch for the TCPStore interop tests (.venv-torch)"
-pylogs="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pylogs" "$cpu_log"' EXIT
-./scripts/cuda-env.sh >"$pylogs/cuda-env.log" 2>&1 &
-cuda_env=$!
-./scripts/torch-env.sh >"$pylogs/torch-env.log" 2>&1 &
-torch_env=$!
+job_start cuda-env ./scripts/cuda-env.sh
+job_start torch-env ./scripts/torch-env.sh
 
 step "in the background: the CANN headers of two torch-npu wheels, for the Ascend binding check (.cann-headers)"
-./scripts/cann-headers.sh >"$pylogs/cann-headers.log" 2>&1 &
-cann_headers=$!
+job_start cann-headers ./scripts/cann-headers.sh
 
 step "in the background: PaddlePaddle 3.3.1 for the Paddle plugin's tests (.venv-paddle)"
-PADDLE_ENV_NO_PLUGIN=1 ./scripts/paddle-env.sh >"$pylogs/paddle-env.log" 2>&1 &
-paddle_env=$!
-
-# Waits for background job $1 and shows its log $2; a failed job fails the run.
-finish() {
-  local status=0
-  wait "$1" || status=$?
-  cat "$2"
-  if [ "$status" != 0 ]; then
-    echo "$(basename "$2" .log) failed (exit $status)" >&2
-    exit "$status"
-  fi
-}
+job_start paddle-env env PADDLE_ENV_NO_PLUGIN=1 ./scripts/paddle-env.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -60,21 +74,23 @@ step "cargo build (the vendor plugins' .so files included)"
 cargo build --workspace --locked
 
 step "waiting for the Python environments"
-finish "$cuda_env" "$pylogs/cuda-env.log"
-finish "$torch_env" "$pylogs/torch-env.log"
-finish "$cann_headers" "$pylogs/cann-headers.log"
-finish "$paddle_env" "$pylogs/paddle-env.log"
+job_finish cuda-env
+job_finish torch-env
+job_finish cann-headers
+job_finish paddle-env
+echo "installed: torch $(.venv-torch/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))'), paddlepaddle $(.venv-paddle/bin/python -c 'import importlib.metadata as m; print(m.version("paddlepaddle"))')"
 # The CNRT prototypes for the Cambricon check come from a PyPI download
 # (through .venv, ready now): fetched while the Rust tests run.
-./scripts/cambricon-prototypes.sh >"$pylogs/cambricon-prototypes.log" 2>&1 &
-cambricon_prototypes=$!
+job_start cambricon-prototypes ./scripts/cambricon-prototypes.sh
 
 # The PyTorch adapter's C++ extension compiles (ninja, 2 jobs) while the
 # Rust tests run: it needs only the runtime and kernel library built above
 # and .venv-torch, and the tests leave cores idle while they wait.
 step "in the background: the PyTorch adapter's C++ extension (adapters/torch_dipu/build.sh)"
-DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh >"$pylogs/torch-build.out" 2>"$pylogs/torch-build.log" &
-torch_build=$!
+job_start torch-build sh -c 'DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh 2>&1 >"$0"' "$JOBS_DIR/torch-build.out"
+
+step "waiting for the system tools"
+job_finish system-tools
 
 step "cargo test (unit, integration, C vendor and header, doc tests)"
 cargo test --workspace --locked
@@ -115,10 +131,8 @@ in_package() {
 # steps below), so they compile while the next steps mostly wait on
 # processes; their output shows before the PyTorch steps.
 step "in the background: the loom models (separate target dir, preemption bound 2)"
-RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom \
-  >"$pylogs/loom.log" 2>&1 &
-loom=$!
+job_start loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
 
 step "the runtime's whole suite under the memory checker (guard bytes and poisoned frees on every allocation)"
 for bin in $(grep -v /memcheck_replay- <<<"$runtime_bins"); do
@@ -139,7 +153,7 @@ step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
 ./target/debug/dipu selftest --vendor ./target/debug/libdipu_vendor_host.so
 
-step "dipu diopi-test: the host vendor's DIOPI kernel library against CPU references (every operator, strided, aliased, another stream)"
+step "dipu diopi-test: the host vendor's DIOPI kernel library against CPU references (every operator, strided, aliased, another stream, a busy stream)"
 ./target/debug/dipu diopi-test | tail -n 1
 
 step "dipu selftest: the CUDA vendor on the .venv wheels (without a GPU: the device-free check)"
@@ -223,7 +237,7 @@ if NEUWARE_HOME="$tmp/no-neuware" ./target/debug/dipu info --vendor cambricon 2>
 fi
 grep -q "libcnrt.so not found; looked in: $tmp/no-neuware/lib64 (NEUWARE_HOME)" "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 rm -rf "$tmp"
-finish "$cambricon_prototypes" "$pylogs/cambricon-prototypes.log"
+job_finish cambricon-prototypes
 in_package vendors/cambricon "$cambricon_lib_bin" published --ignored
 step "Ascend on the fake CANN (dipu-fake-ascend, new and old-CANN builds): selftest, every allocator algorithm and expandable segments, the process group on 2 and 4 ranks, the C API; then no CANN at all"
 cann="$(mktemp -d)"
@@ -264,32 +278,32 @@ grep -q "libascendcl.so not found; looked in: " <<<"$nocann"
 rm -rf "$cann"
 
 step "the loom models (started in the background after cargo test)"
-finish "$loom" "$pylogs/loom.log"
+job_finish loom
 
 step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite; beside it, the pip wheel check and the Paddle plugin's suite"
 # The dev-profile libdipu_runtime.so of the cargo build above; ninja and
 # MAX_JOBS=2 compile the C++ extension (about 25 translation units, behind
 # one precompiled header).
-finish "$torch_build" "$pylogs/torch-build.log"
+job_finish torch-build
 torch_python=$(cat "$pylogs/torch-build.out")
 # The torch_dipu suite keeps about one core busy: the wheel check and then
 # the Paddle plugin's suite run beside it, on the other. Their logs show
 # after it.
-(
+wheel_and_paddle() {
   ./scripts/torch-wheel-check.sh
   echo "-- paddle_dipu"
   # From the repository root: inside adapters/paddle_dipu the source
   # package would shadow the installed one.
   paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
   "$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
-) >"$pylogs/wheel-and-paddle.log" 2>&1 &
-wheel_and_paddle=$!
+}
+job_start wheel-and-paddle wheel_and_paddle
 # pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
 # interrupted run, a usage error or no tests collected: all but 0 fail CI.
 (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
 
 step "torch_dipu: the pip wheel in a fresh virtual environment, outside the repository, without PYTHONPATH (scripts/torch-wheel-check.sh); paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included (both ran beside the torch_dipu suite)"
-finish "$wheel_and_paddle" "$pylogs/wheel-and-paddle.log"
+job_finish wheel-and-paddle
 
 step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
 # Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
