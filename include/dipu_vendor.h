@@ -405,6 +405,12 @@ typedef struct {
   // with room for it all. Optional: without it the loader keeps the cut
   // version of `describe`.
   int32_t (*version_full)(void *pd, char *buf, size_t cap, size_t *needed, DipuErr err);
+  // The handle a kernel library enqueues on for `stream`, under the
+  // current device: the raw value for a created stream, and for the
+  // default stream (0) the vendor's own queue object where it has one
+  // to name (OpenCL's default `cl_command_queue`). Optional: without
+  // it the loader answers the raw value.
+  int32_t (*native_stream)(void *pd, uint64_t stream, uint64_t *out, DipuErr err);
 } DipuVendorVTable;
 
 

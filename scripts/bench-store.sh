@@ -55,7 +55,9 @@ cycles_for() {
 torch_server() {
   local fifo port line
   fifo=$(mktemp -u)
-  mkfifo "$fifo"
+  # Its standard input (it stops when that closes) and the line it prints
+  # first, read as soon as it is written.
+  mkfifo "$fifo" "$fifo.out"
   "$python" -W ignore -c '
 import sys, socket, datetime, torch.distributed as d
 listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -71,11 +73,8 @@ sys.stdin.read()
 ' "$1" <"$fifo" >"$fifo.out" &
   local pid=$!
   exec 3>"$fifo"
-  for _ in $(seq 1200); do
-    line=$(head -n1 "$fifo.out" 2>/dev/null || true)
-    [ -n "$line" ] && break
-    sleep 0.1
-  done
+  line=
+  read -r -t 120 line <"$fifo.out" || true
   port=${line#PORT }
   "$dipu" bench store --server "127.0.0.1:$port" --server-pid "$pid" "${@:2}"
   exec 3>&-

@@ -35,6 +35,10 @@ machine() {
   echo "torch: $(sed -n 's/^torch=torch==//p' scripts/torch-env.sh) (scripts/torch-env.sh; in .venv-torch: $(.venv-torch/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || echo 'not yet'))"
   echo "paddle: $(sed -n 's/^paddle=paddlepaddle==//p' scripts/paddle-env.sh) (scripts/paddle-env.sh; in .venv-paddle: $(.venv-paddle/bin/python -c 'import importlib.metadata as m; print(m.version("paddlepaddle"))' 2>/dev/null || echo 'not yet'))"
 }
+# Every build here starts from a clean clone in CI: incremental compilation
+# only adds its caches' cost there (a developer's own setting is kept).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
 step "the machine"
 machine
 
@@ -49,7 +53,7 @@ JOBS_DIR="$(mktemp -d)"
 pylogs="$JOBS_DIR"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$JOBS_DIR" "$cpu_log"' EXIT
 
-step "in the background: the system tools the tests use (scripts/setup.sh --tests: cmake, valgrind, pkg-config, chromium)"
+step "in the background: the system tools the tests use (scripts/setup.sh --tests: cmake, valgrind, pkg-config, chromium, PoCL and the OpenCL loader and headers)"
 job_start system-tools ./scripts/setup.sh --tests
 
 # The Python environments download ~2.8 GB: they install in the background
@@ -89,17 +93,12 @@ job_start cambricon-prototypes ./scripts/cambricon-prototypes.sh
 step "in the background: the PyTorch adapter's C++ extension (adapters/torch_dipu/build.sh)"
 job_start torch-build sh -c 'DIPU_NO_BUILD=1 ./adapters/torch_dipu/build.sh 2>&1 >"$0"' "$JOBS_DIR/torch-build.out"
 
-step "waiting for the system tools"
-job_finish system-tools
-
-step "cargo test (unit, integration, C vendor and header, doc tests)"
-cargo test --workspace --locked
-
-# The test binaries `cargo test --workspace` built, a line each: the
-# package's folder and the executable. The steps below run them again under
-# other settings through these, not through `cargo test -p`, which resolves
-# features for one package alone and so rebuilds it and its dependencies.
-cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+step "cargo test --no-run: every test binary (unit, integration, doc tests build when they run)"
+# The binaries' list, a line each: the package's folder and the executable.
+# The steps below run them again under other settings through these, not
+# through `cargo test -p`, which resolves features for one package alone and
+# so rebuilds it and its dependencies.
+cargo test --workspace --locked --no-run --message-format=json | python3 -c '
 import json, os, sys
 root = os.getcwd()
 for line in sys.stdin:
@@ -107,6 +106,90 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(os.path.relpath(os.path.dirname(m["manifest_path"]), root), m["executable"])
 ' >"$pylogs/test-bins"
+
+# From here on the Python suites run in two lanes beside the Rust tests:
+# both mostly wait on processes, ranks and streams, so together they keep
+# the two cores busy. Each lane's log, with its own step times, shows when
+# it is finished with.
+step "in the background: lane 1, torch_dipu (its pytest suite, then torch.distributed's dicl backend and 26 of PyTorch's own distributed tests); lane 2, the pip wheel check, then the Paddle plugin's suite"
+# The dev-profile libdipu_runtime.so of the cargo build above; ninja and
+# MAX_JOBS=2 compiled the C++ extension (about 25 translation units, behind
+# one precompiled header) while the test binaries built.
+job_finish torch-build
+torch_python=$(cat "$pylogs/torch-build.out")
+# A heading inside a lane, with the time since the suite started.
+lane_step() {
+  printf '\n--> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+}
+torch_lane() {
+  lane_step "torch_dipu: pytest suite"
+  # pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
+  # interrupted run, a usage error or no tests collected: all but 0 fail CI.
+  (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
+
+  lane_step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
+  # Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
+  # and FSDP2 under torchrun against one CPU process, and the faults.
+  DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q -p no:cacheprovider \
+    adapters/torch_dipu/tests/test_distributed.py
+
+  lane_step "torch_dipu: 26 of PyTorch's own distributed tests on dicl, accel mode (forked ranks, most of the time importing torch)"
+  # A fixed selection that passes: collectives, profiler events, send/recv
+  # from any source, coalesced all-gather, subgroups and DDP on dipu
+  # devices. docs/torch-distributed-results.md has the whole file (285).
+  local suite=adapters/torch_dipu/tests/torch_distributed_suite.py
+  local cases=(
+    test_all_reduce_sum
+    test_all_reduce_sum_async
+    test_all_reduce_product
+    test_all_reduce_sum_complex
+    test_all_reduce_complex_unsupported_ops
+    test_broadcast
+    test_reduce_sum
+    test_all_gather
+    test_all_gather_coalesced_simple
+    test_all_gather_coalesced_with_empty
+    test_all_gather_object_default_pg
+    test_gather
+    test_scatter
+    test_barrier
+    test_send_recv
+    test_send_recv_with_tag
+    test_isend
+    test_irecv
+    test_send_recv_any_source
+    test_send_recv_any_source_torch_profiler
+    test_send_recv_autograd_profiler
+    test_new_subgroups_group_size_exceeds_world_size
+    test_DistributedDataParallelCPU
+    test_ddp_device
+    test_ddp_zero_output_features
+    test_stateless_api_with_ddp
+  )
+  DIPU_HOST_DEVICES=2 DICL_SUITE_MODE=accel PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q \
+    -p no:cacheprovider "${cases[@]/#/$suite::TestDiclWithFork::}"
+}
+wheel_and_paddle() {
+  lane_step "torch_dipu: the pip wheel in a fresh virtual environment, outside the repository, without PYTHONPATH (scripts/torch-wheel-check.sh)"
+  ./scripts/torch-wheel-check.sh
+  lane_step "paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included"
+  # From the repository root: inside adapters/paddle_dipu the source
+  # package would shadow the installed one.
+  paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
+  "$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
+}
+job_start torch-lane torch_lane
+job_start wheel-and-paddle wheel_and_paddle
+
+# The loom models build in their own target dir (no lock shared with the
+# steps below).
+step "in the background: the loom models (separate target dir, preemption bound 2)"
+job_start loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
+
+step "cargo test (unit, integration, C vendor and header, doc tests)"
+cargo test --workspace --locked
+
 # The test executables of the package in folder $1 (all, or the one named $2).
 test_bins() {
   local bins
@@ -126,13 +209,6 @@ in_package() {
   shift
   (cd "$dir" && "$@" 2>&1 | grep "test result")
 }
-
-# The loom models build in their own target dir (no lock shared with the
-# steps below), so they compile while the next steps mostly wait on
-# processes; their output shows before the PyTorch steps.
-step "in the background: the loom models (separate target dir, preemption bound 2)"
-job_start loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-  cargo test --profile loom --locked --target-dir target/loom -p dipu-stream -p dipu-generator -p dipu-allocator -p dipu-comm --lib loom
 
 step "the runtime's whole suite under the memory checker (guard bytes and poisoned frees on every allocation)"
 for bin in $(grep -v /memcheck_replay- <<<"$runtime_bins"); do
@@ -277,74 +353,62 @@ echo "$nocann"
 grep -q "libascendcl.so not found; looked in: " <<<"$nocann"
 rm -rf "$cann"
 
-step "the loom models (started in the background after cargo test)"
+step "OpenCL vendor on PoCL (two pthread devices, 2 worker threads, kernel cache in target/): dipu selftest with fine- and coarse-grained SVM, every allocator algorithm on 2 streams, the memory checker's guards read back through vendor copies, the runtime trace and the C API; then no OpenCL platform at all"
+# PoCL 3.1's names; `pthread pthread` gives two devices on one platform.
+pocl=(POCL_DEVICES="pthread pthread" POCL_MAX_PTHREAD_COUNT=2 POCL_CACHE_DIR="$PWD/target/pocl-cache")
+on_opencl=(env "${pocl[@]}" DIPU_VENDOR=opencl DIPU_VENDOR_PATH="$PWD/target/debug")
+for svm in auto coarse; do
+  summary="$(env "${pocl[@]}" DIPU_OPENCL_SVM=$svm ./target/debug/dipu selftest --vendor opencl | tail -n 1)"
+  echo "DIPU_OPENCL_SVM=$svm: $summary"
+  case "$summary" in *" 0 failed, 0 skipped "*) ;; *) echo "selftest on PoCL: not every check ran and passed" >&2; exit 1 ;; esac
+done
+env "${pocl[@]}" ./target/debug/dipu replay --all --streams 2 --vendor opencl allocator/traces/resnet18.trace | sed -n '/^algorithm/,/^$/p'
+# Coarse-grained SVM is not host-accessible: the guards are read back
+# through the vendor's copies, as on a discrete GPU. The two binaries mostly
+# wait on streams: they run side by side.
+n=0
+for bin in $guard_bins $poison_bins; do
+  n=$((n + 1))
+  job_start "opencl-memcheck-$n" in_package runtime "${on_opencl[@]}" DIPU_OPENCL_SVM=coarse DIPU_TEST_EXPECT_VENDOR=opencl "$bin" -q
+done
+for i in $(seq "$n"); do job_finish "opencl-memcheck-$i"; done
+ocl="$(mktemp -d)"
+DIPU_BUILD_PROFILE=dev DIPU_NO_BUILD=1 ./scripts/install.sh "$ocl/prefix" >/dev/null
+for program in example threads leaks profiler; do
+  cc -std=c11 -Wall -Wextra -Werror -pthread -I ffi/tests/c "ffi/tests/c/$program.c" \
+    $(PKG_CONFIG_PATH="$ocl/prefix/lib/pkgconfig" pkg-config --cflags --libs dipu_runtime) \
+    -Wl,-rpath,"$ocl/prefix/lib" -o "$ocl/$program"
+done
+for program in example threads leaks; do
+  "${on_opencl[@]}" "$ocl/$program" >/dev/null
+done
+"${on_opencl[@]}" "$ocl/profiler" "$ocl/trace.json" >/dev/null
+# The trace has the copy and the event's record and wait at device time
+# (measured with the vendor's profiling events) and the flow between them.
+python3 - "$ocl/trace.json" <<'EOF'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+device = {e["name"] for e in events if e.get("ph") == "X" and e.get("pid", 0) >= 1 << 24}
+flows = [e for e in events if e.get("ph") in ("s", "f")]
+assert {"memcpy_async", "event_record", "stream_wait_event"} <= device, device
+assert len(flows) >= 2, flows
+EOF
+echo "C API (example, threads, leaks) and the runtime trace (profiler) on DIPU_VENDOR=opencl: ok"
+mkdir "$ocl/no-icd"
+if noplatform=$(OCL_ICD_VENDORS="$ocl/no-icd" ./target/debug/dipu info --vendor opencl 2>&1); then
+  echo "dipu info --vendor opencl succeeded without an OpenCL platform" >&2
+  exit 1
+fi
+grep -q "found no platform (CL_PLATFORM_NOT_FOUND_KHR (-1001))" <<<"$noplatform" || { echo "$noplatform" >&2; exit 1; }
+rm -rf "$ocl"
+
+step "the loom models (started in the background after the test binaries built)"
 job_finish loom
 
-step "torch_dipu: build the PyTorch adapter (adapters/torch_dipu/build.sh) and run its pytest suite; beside it, the pip wheel check and the Paddle plugin's suite"
-# The dev-profile libdipu_runtime.so of the cargo build above; ninja and
-# MAX_JOBS=2 compile the C++ extension (about 25 translation units, behind
-# one precompiled header).
-job_finish torch-build
-torch_python=$(cat "$pylogs/torch-build.out")
-# The torch_dipu suite keeps about one core busy: the wheel check and then
-# the Paddle plugin's suite run beside it, on the other. Their logs show
-# after it.
-wheel_and_paddle() {
-  ./scripts/torch-wheel-check.sh
-  echo "-- paddle_dipu"
-  # From the repository root: inside adapters/paddle_dipu the source
-  # package would shadow the installed one.
-  paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
-  "$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
-}
-job_start wheel-and-paddle wheel_and_paddle
-# pytest exits 0 when every test passed, 1 when some failed, 2-5 for an
-# interrupted run, a usage error or no tests collected: all but 0 fail CI.
-(cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
+step "lane 1: torch_dipu (its pytest suite, torch.distributed's dicl backend, 26 of PyTorch's own distributed tests)"
+job_finish torch-lane
 
-step "torch_dipu: the pip wheel in a fresh virtual environment, outside the repository, without PYTHONPATH (scripts/torch-wheel-check.sh); paddle_dipu: the PaddlePaddle plugin (adapters/paddle_dipu/build.sh) and its pytest suite, the three fakes and two launched ranks included (both ran beside the torch_dipu suite)"
+step "lane 2: the pip wheel check and paddle_dipu's suite"
 job_finish wheel-and-paddle
-
-step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
-# Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
-# and FSDP2 under torchrun against one CPU process, and the faults. ~1-3 min.
-DIPU_HOST_DEVICES=2 PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q -p no:cacheprovider \
-  adapters/torch_dipu/tests/test_distributed.py
-
-step "torch_dipu: 26 of PyTorch's own distributed tests on dicl, accel mode (forked ranks; ~1 min, most of it importing torch)"
-# A fixed selection that passes: collectives, profiler events, send/recv
-# from any source, coalesced all-gather, subgroups and DDP on dipu
-# devices. docs/torch-distributed-results.md has the whole file (285).
-suite=adapters/torch_dipu/tests/torch_distributed_suite.py
-cases=(
-  test_all_reduce_sum
-  test_all_reduce_sum_async
-  test_all_reduce_product
-  test_all_reduce_sum_complex
-  test_all_reduce_complex_unsupported_ops
-  test_broadcast
-  test_reduce_sum
-  test_all_gather
-  test_all_gather_coalesced_simple
-  test_all_gather_coalesced_with_empty
-  test_all_gather_object_default_pg
-  test_gather
-  test_scatter
-  test_barrier
-  test_send_recv
-  test_send_recv_with_tag
-  test_isend
-  test_irecv
-  test_send_recv_any_source
-  test_send_recv_any_source_torch_profiler
-  test_send_recv_autograd_profiler
-  test_new_subgroups_group_size_exceeds_world_size
-  test_DistributedDataParallelCPU
-  test_ddp_device
-  test_ddp_zero_output_features
-  test_stateless_api_with_ddp
-)
-DIPU_HOST_DEVICES=2 DICL_SUITE_MODE=accel PYTHONPATH=adapters/torch_dipu "$torch_python" -m pytest -q \
-  -p no:cacheprovider "${cases[@]/#/$suite::TestDiclWithFork::}"
 
 step "all checks passed"

@@ -1,6 +1,8 @@
 //! `dipu bench comm`: the bus bandwidth of the host vendor's all-reduce,
 //! with the ranks as processes of their own, beside this machine's
-//! single-thread memcpy bandwidth.
+//! single-thread memcpy bandwidth; with `--paths`, also the host-staged
+//! collectives a vendor without collectives gets (the host vendor with
+//! `DIPU_HOST_COLLECTIVES=0`, over shared memory or TCP), in the same run.
 //!
 //! The parent starts a TCP store server on a free loopback port and starts
 //! itself once per rank in a hidden child mode (`dipu bench comm --child
@@ -21,8 +23,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use dipu_comm::store::{Store, TcpStore, TcpStoreServer};
-use dipu_comm::{Buffer, Options, ProcessGroup};
+use dipu_comm::store::{PrefixStore, Store, TcpStore, TcpStoreServer};
+use dipu_comm::{Buffer, Options, ProcessGroup, StagedTransport};
 use dipu_deviceapi::{DataType, Error, ErrorKind, ReduceOp, Result, VendorSpec};
 use dipu_runtime::{Runtime, RuntimeOptions};
 
@@ -48,6 +50,15 @@ pub(crate) struct CommArgs {
     /// `stream` (`Work::wait`, then synchronizing the current stream).
     #[arg(long, value_enum, default_value_t = Wait::Host)]
     wait: Wait,
+    /// Which collectives to measure, one after the other: `native` (the
+    /// host vendor's own), `staged-shm` and `staged-tcp` (the process
+    /// group's host-staged collectives over shared memory or TCP, the
+    /// vendor's hidden with `DIPU_HOST_COLLECTIVES=0`).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "native")]
+    paths: Vec<Path>,
+    /// Internal: the path this child measures.
+    #[arg(long, value_enum, hide = true, default_value_t = Path::Native)]
+    path: Path,
     /// Seconds the ranks may take in all before they are killed and the
     /// benchmark fails.
     #[arg(long, value_name = "SECS", default_value_t = 600,
@@ -82,6 +93,48 @@ impl Wait {
     }
 }
 
+/// Which collectives a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Path {
+    /// The host vendor's collectives.
+    Native,
+    /// Host-staged, over shared memory.
+    StagedShm,
+    /// Host-staged, over TCP on loopback.
+    StagedTcp,
+}
+
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::Native => "native",
+            Path::StagedShm => "staged-shm",
+            Path::StagedTcp => "staged-tcp",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Path::Native => "the host vendor's own collectives (shared memory)",
+            Path::StagedShm => {
+                "host-staged (DIPU_HOST_COLLECTIVES=0: device -> pinned -> shared memory -> device)"
+            }
+            Path::StagedTcp => {
+                "host-staged (DIPU_HOST_COLLECTIVES=0: device -> pinned -> TCP -> device)"
+            }
+        }
+    }
+
+    /// The process group's transport for the host-staged paths.
+    fn transport(self) -> Option<StagedTransport> {
+        match self {
+            Path::Native => None,
+            Path::StagedShm => Some(StagedTransport::Shm),
+            Path::StagedTcp => Some(StagedTransport::Tcp),
+        }
+    }
+}
+
 /// The most ranks (the host vendor's largest communicator).
 const MAX_RANKS: i64 = dipu_vendor_host::MAX_WORLD as i64;
 /// The largest size, in MiB.
@@ -96,9 +149,9 @@ const HOST: &str = "127.0.0.1";
 const STORE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one collective may take before the rank fails it.
 const OP_TIMEOUT: Duration = Duration::from_secs(120);
-/// Store key of `rank`'s round times at `mib`.
-fn result_key(rank: u32, mib: u32) -> String {
-    format!("bench-comm/result/{rank}/{mib}")
+/// Store key of `rank`'s round times at `mib` on `path`.
+fn result_key(path: Path, rank: u32, mib: u32) -> String {
+    format!("bench-comm/result/{}/{rank}/{mib}", path.name())
 }
 
 /// Runs `dipu bench comm` (or one rank of it, in child mode).
@@ -120,17 +173,58 @@ fn iterations(args: &CommArgs, mib: u32) -> u32 {
         .unwrap_or_else(|| (1024 / mib).clamp(5, 200))
 }
 
-/// The parent: baseline, ranks, table.
+/// The parent: baseline, then each path's ranks and table, then the
+/// paths side by side.
 fn parent(args: &CommArgs) -> Result<()> {
     let started = Instant::now();
-    let n = args.ranks;
     // The baseline first, while nothing else of ours runs.
     let memcpy = memcpy_gbps();
 
     let server = TcpStoreServer::bind(HOST, 0)?;
     let port = server.port();
     let store = TcpStore::with_server(server, HOST, STORE_TIMEOUT)?;
+    let mut paths: Vec<Path> = Vec::new();
+    for p in &args.paths {
+        if !paths.contains(p) {
+            paths.push(*p);
+        }
+    }
+    let mut busbw = Vec::new();
+    for &path in &paths {
+        run_ranks(args, path, port)?;
+        busbw.push(table(args, &store, path, memcpy)?);
+    }
+    if paths.len() > 1 {
+        crate::outln!(
+            "bus bandwidth of each path, and its ratio to the first ({})",
+            paths[0].name()
+        );
+        let mut head = format!("{:>8}", "size");
+        for path in &paths {
+            head.push_str(&format!(" {:>12} {:>7}", path.name(), "ratio"));
+        }
+        crate::outln!("{head}");
+        for (i, &mib) in args.sizes.iter().enumerate() {
+            let mut line = format!("{:>8}", human((mib as usize) << 20));
+            for row in &busbw {
+                line.push_str(&format!(" {:>12.3} {:>7.2}", row[i], row[i] / busbw[0][i]));
+            }
+            crate::outln!("{line}");
+        }
+        crate::outln!();
+    }
+    crate::outln!(
+        "memcpy: {memcpy:.3} GB/s (one thread, {}; bytes copied per second: the memory moves \
+         twice that, a read and a write)",
+        human(MEMCPY_BYTES)
+    );
+    crate::outln!("took {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
 
+/// Starts the ranks of `path` and waits until all have written their times.
+fn run_ranks(args: &CommArgs, path: Path, port: u16) -> Result<()> {
+    let n = args.ranks;
     let sizes: Vec<String> = args.sizes.iter().map(u32::to_string).collect();
     let mut ranks = Ranks::default();
     let exe = std::env::current_exe()
@@ -143,9 +237,13 @@ fn parent(args: &CommArgs) -> Result<()> {
             .args(["--ranks", &n.to_string()])
             .args(["--sizes", &sizes.join(",")])
             .args(["--wait", args.wait.name()])
+            .args(["--path", path.name()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if path != Path::Native {
+            cmd.env(dipu_vendor_host::ENV_COLLECTIVES, "0");
+        }
         if let Some(it) = args.iterations {
             cmd.args(["--iterations", &it.to_string()]);
         }
@@ -165,12 +263,18 @@ fn parent(args: &CommArgs) -> Result<()> {
     }
     ranks.wait_all(Duration::from_secs(args.timeout))?;
     ranks.forward_stderr();
+    Ok(())
+}
 
+/// Prints `path`'s table; returns its bus bandwidth per size.
+fn table(args: &CommArgs, store: &TcpStore, path: Path, memcpy: f64) -> Result<Vec<f64>> {
+    let n = args.ranks;
     crate::outln!(
-        "all-reduce (f32 sum) on the host vendor, {n} ranks as processes (shared memory); \
-         per size: 1 checked all-reduce, a warm-up, then {ROUNDS} rounds of timed all-reduces \
-         (each waited for: {}), every round starting at a barrier; a round's time is its \
-         slowest rank's; median round",
+        "all-reduce (f32 sum) on the host vendor, {n} ranks as processes, {}; per size: 1 \
+         checked all-reduce, a warm-up, then {ROUNDS} rounds of timed all-reduces (each waited \
+         for: {}), every round starting at a barrier; a round's time is its slowest rank's; \
+         median round",
+        path.words(),
         match args.wait {
             Wait::Host => "Work::wait_host",
             Wait::Stream => "Work::wait + Stream::synchronize",
@@ -191,10 +295,11 @@ fn parent(args: &CommArgs) -> Result<()> {
         "busbw GB/s",
         "busbw/memcpy"
     );
+    let mut all = Vec::new();
     for &mib in &args.sizes {
         let mut rounds = [0f64; ROUNDS];
         for rank in 0..n {
-            let text = store.get(&result_key(rank, mib)).map_err(|e| {
+            let text = store.get(&result_key(path, rank, mib)).map_err(|e| {
                 e.context(format_args!("reading rank {rank}'s result at {mib} MiB"))
             })?;
             let times = parse_times(&text).ok_or_else(|| {
@@ -224,15 +329,10 @@ fn parent(args: &CommArgs) -> Result<()> {
             busbw,
             busbw / memcpy
         );
+        all.push(busbw);
     }
     crate::outln!();
-    crate::outln!(
-        "memcpy: {memcpy:.3} GB/s (one thread, {}; bytes copied per second: the memory moves \
-         twice that, a read and a write)",
-        human(MEMCPY_BYTES)
-    );
-    crate::outln!("took {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
+    Ok(all)
 }
 
 /// One rank's round times in seconds, as the child writes them.
@@ -376,19 +476,36 @@ fn child(args: &CommArgs, rank: u32, port: u16) -> Result<()> {
         context(e.context(format_args!("connecting to the store at {HOST}:{port}")))
     })?;
     let store: Arc<dyn Store> = Arc::new(store);
+    // Each path's groups under their own prefix: a later path's ranks must
+    // not read an earlier one's communicator keys.
+    let group_store: Arc<dyn Store> =
+        Arc::new(PrefixStore::new(args.path.name(), Arc::clone(&store)));
     let rt = Runtime::new(RuntimeOptions::default().with_vendor(VendorSpec::parse("host")?))
         .map_err(context)?;
     rt.set_device(0).map_err(context)?;
-    let options = Options::default().with_timeout(OP_TIMEOUT);
+    let mut options = Options::default().with_timeout(OP_TIMEOUT);
+    if let Some(transport) = args.path.transport() {
+        options = options.with_staged_transport(transport);
+    }
     let pg = ProcessGroup::new(
         Arc::clone(&rt),
-        Arc::clone(&store),
+        group_store,
         rank as i32,
         n as i32,
         0,
         options,
     )
     .map_err(context)?;
+    if pg.host_staged() != (args.path != Path::Native) {
+        return Err(context(Error::new(
+            ErrorKind::Internal,
+            format!(
+                "the {} path, but the process group is {}host-staged",
+                args.path.name(),
+                if pg.host_staged() { "" } else { "not " }
+            ),
+        )));
+    }
     let stream = rt.context().current_stream(0).map_err(context)?;
     // A one-element all-reduce: the barrier before every round.
     let one_dev = rt.allocate(4, stream).map_err(context)?;
@@ -445,8 +562,8 @@ fn child(args: &CommArgs, rank: u32, port: u16) -> Result<()> {
             times.push(start.elapsed().as_secs_f64() / f64::from(per_round));
         }
         let text: Vec<String> = times.iter().map(|t| format!("{t:e}")).collect();
-        pg.store()
-            .set(&result_key(rank, mib), text.join(" ").as_bytes())
+        store
+            .set(&result_key(args.path, rank, mib), text.join(" ").as_bytes())
             .map_err(context)?;
     }
     // Every rank leaves together: no communicator is torn down while a peer

@@ -1,6 +1,7 @@
 //! `dipu diopi-test` end to end: the host vendor's kernel library passes
-//! every op it has and the missing ones are listed; a library with known
-//! bugs fails exactly where it should.
+//! every op it has (also on a busy stream) and the missing ones are
+//! listed; a library with known bugs fails exactly where it should (one
+//! computing on the calling thread only on a busy stream).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -281,11 +282,28 @@ fn a_library_with_known_bugs_fails_where_it_should() {
         "{exp}"
     );
 
-    // Relu is right for float32 (strided, 0-dim, empty, aliased, other
-    // stream) and fails only the half types it does not support.
+    // Relu computes on the calling thread: right for float32 on an idle
+    // stream (strided, 0-dim, empty, aliased, other stream), wrong on a
+    // busy one, with a message saying why; the half types it does not
+    // support fail everywhere.
     let relu = op_json(&out, "diopiRelu");
-    assert!(
-        relu.contains("\"status\":\"failed\"") && !relu.contains("float32"),
-        "{relu}"
+    let f32_failures: Vec<&str> = relu
+        .split("{\"case\":")
+        .skip(1)
+        .filter(|f| f.starts_with("\"float32"))
+        .collect();
+    assert_eq!(
+        f32_failures.len(),
+        3,
+        "each non-empty float32 case fails once, on the busy stream: {relu}"
     );
+    for f in f32_failures {
+        assert!(
+            f.contains("\"variant\":\"busy stream\"")
+                && f.contains("wrong only behind work queued on its stream before the call")
+                && f.contains("on the calling thread"),
+            "{f}"
+        );
+    }
+    assert!(relu.contains("float16"), "{relu}");
 }

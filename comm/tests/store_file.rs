@@ -44,8 +44,12 @@ fn two_processes_share_one_file() {
                 .unwrap()
         })
         .collect();
-    for (id, child) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().unwrap();
+    // Both children end before any assertion can fail the test.
+    let outputs: Vec<_> = children
+        .into_iter()
+        .map(|child| child.wait_with_output().unwrap())
+        .collect();
+    for (id, out) in outputs.into_iter().enumerate() {
         assert!(
             out.status.success(),
             "child {id} failed:\n{}{}",

@@ -4,7 +4,7 @@
 mod store_common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dipu_comm::store::Store;
 use dipu_deviceapi::ErrorKind;
@@ -79,9 +79,8 @@ fn check_does_not_wait(kind: &str) {
     let f = fixture(kind, LONG);
     let s = &f.store;
     assert!(s.check(&[]).unwrap());
-    let start = Instant::now();
+    // A check that waited for "x" would time out (an error), not say no.
     assert!(!s.check(&["x"]).unwrap());
-    assert!(start.elapsed() < Duration::from_secs(5));
     s.set("x", b"").unwrap();
     assert!(s.check(&["x"]).unwrap());
     assert!(!s.check(&["x", "y"]).unwrap());
@@ -95,6 +94,8 @@ fn wait_returns_when_a_peer_sets(kind: &str) {
     f.store.set("early", b"1").unwrap();
     f.store.wait(&["early"], LONG).unwrap();
     let setter = std::thread::spawn(move || {
+        // Late, so that the call below usually blocks first (the outcome
+        // is the same either way).
         std::thread::sleep(Duration::from_millis(100));
         peer.set("late1", b"1").unwrap();
         peer.set("late2", b"2").unwrap();
@@ -108,6 +109,8 @@ fn get_blocks_until_set(kind: &str) {
     let f = fixture(kind, LONG);
     let peer = f.peer();
     let setter = std::thread::spawn(move || {
+        // Late, so that the call below usually blocks first (the outcome
+        // is the same either way).
         std::thread::sleep(Duration::from_millis(100));
         peer.set("later", b"here").unwrap();
     });
@@ -280,6 +283,8 @@ fn blocking_pop_waits_for_a_push(kind: &str) {
     let f = fixture(kind, LONG);
     let peer = f.peer();
     let pusher = std::thread::spawn(move || {
+        // Late, so that the call below usually blocks first (the outcome
+        // is the same either way).
         std::thread::sleep(Duration::from_millis(100));
         peer.queue_push("jobs", b"work").unwrap();
     });
@@ -347,6 +352,7 @@ fn barrier_releases_everyone_once_all_arrive(kind: &str) {
         for (rank, h) in handles.iter().enumerate() {
             let arrived = &arrived;
             scope.spawn(move || {
+                // Staggered arrivals (the outcome is the same without).
                 std::thread::sleep(Duration::from_millis(30 * rank as u64));
                 arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 h.barrier("start", RANKS, LONG).unwrap();

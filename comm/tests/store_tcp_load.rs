@@ -11,7 +11,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use dipu_comm::store::{Store, TcpStore, TcpStoreServer, TORCH_VALIDATION_MAGIC};
@@ -20,6 +20,10 @@ use dipu_comm::store::{Store, TcpStore, TcpStoreServer, TORCH_VALIDATION_MAGIC};
 /// fails: a server blocked by a bad client fails the test instead of
 /// hanging it.
 const PATIENCE: Duration = Duration::from_secs(20);
+
+/// How long a test waits for something that must happen before calling it
+/// a hang: never reached by a machine that is merely slow.
+const HANG: Duration = Duration::from_secs(120);
 
 /// The tests take turns: each may use most of the descriptors.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -54,12 +58,13 @@ fn raise_descriptor_limit() -> u64 {
     hard
 }
 
-/// Waits (up to 30 s) until the server counts `n` clients.
+/// Waits until the server counts `n` clients (it has no event to block on:
+/// looks every 5 ms, up to [`HANG`]).
 fn await_clients(server: &TcpStoreServer, n: usize) {
     let start = Instant::now();
     while server.num_clients() != n {
         assert!(
-            start.elapsed() < Duration::from_secs(30),
+            start.elapsed() < HANG,
             "{} clients, not {n}",
             server.num_clients()
         );
@@ -133,6 +138,10 @@ struct ServerChild {
     child: Child,
     lines: BufReader<ChildStdout>,
     port: u16,
+    /// The child's standard error, line by line as it logs them.
+    log: mpsc::Receiver<String>,
+    /// The lines taken from `log` so far.
+    logged: String,
 }
 
 impl ServerChild {
@@ -152,6 +161,16 @@ impl ServerChild {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let (tx, log) = mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let mut lines = BufReader::new(child.stdout.take().unwrap());
         let port = loop {
             let mut line = String::new();
@@ -163,7 +182,30 @@ impl ServerChild {
                 break port.parse().unwrap();
             }
         };
-        ServerChild { child, lines, port }
+        ServerChild {
+            child,
+            lines,
+            port,
+            log,
+            logged: String::new(),
+        }
+    }
+
+    /// Waits until the child logs a line containing `what` (up to [`HANG`]).
+    fn await_log(&mut self, what: &str) {
+        loop {
+            let line = self.log.recv_timeout(HANG).unwrap_or_else(|_| {
+                panic!(
+                    "the server child never logged {what:?}; it logged:\n{}",
+                    self.logged
+                )
+            });
+            self.logged.push_str(&line);
+            self.logged.push('\n');
+            if line.contains(what) {
+                return;
+            }
+        }
     }
 
     /// The clients the child's server counts now.
@@ -182,7 +224,8 @@ impl ServerChild {
         }
     }
 
-    /// Waits (up to 30 s) until the child's server counts `n` clients.
+    /// Waits until the child's server counts `n` clients (asking every
+    /// 20 ms: it has no event to block on; up to [`HANG`]).
     fn await_clients(&mut self, n: usize) {
         let start = Instant::now();
         loop {
@@ -190,10 +233,7 @@ impl ServerChild {
             if now == n {
                 return;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{now} clients, not {n}"
-            );
+            assert!(start.elapsed() < HANG, "{now} clients, not {n}");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -203,9 +243,12 @@ impl ServerChild {
     /// Stops the child and returns what it logged.
     fn finish(mut self) -> String {
         drop(self.child.stdin.take());
-        let mut log = String::new();
-        if let Some(mut stderr) = self.child.stderr.take() {
-            stderr.read_to_string(&mut log).unwrap();
+        // Until the child's standard error closes: it has exited.
+        let rest: Vec<String> = self.log.iter().collect();
+        let mut log = std::mem::take(&mut self.logged);
+        for line in rest {
+            log.push_str(&line);
+            log.push('\n');
         }
         log
     }
@@ -213,7 +256,12 @@ impl ServerChild {
 
 impl Drop for ServerChild {
     fn drop(&mut self) {
+        // A closed standard input stops the child; after a failure, so
+        // does a kill, in case it is stuck.
         drop(self.child.stdin.take());
+        if std::thread::panicking() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
@@ -291,6 +339,7 @@ fn out_of_descriptors_the_server_waits_and_serves_on() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The server's process may hold 128 descriptors: fewer than the
     // clients that connect.
+    let started = Instant::now();
     let mut srv = ServerChild::start(Some(128));
     let mut clients = Vec::new();
     for _ in 0..200 {
@@ -298,7 +347,8 @@ fn out_of_descriptors_the_server_waits_and_serves_on() {
         s.write_all(&hello()).unwrap();
         clients.push(s);
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // The server says when an accept is refused for want of descriptors.
+    srv.await_log("cannot accept more clients");
     let at_limit = srv.clients();
     assert!(at_limit < 128, "{at_limit} clients in 128 descriptors");
     // Those waiting in the listen queue are served as descriptors free up.
@@ -318,11 +368,17 @@ fn out_of_descriptors_the_server_waits_and_serves_on() {
     srv.await_clients(101);
     drop((clients, fresh));
     // One burst of refused accepts (retried every 50 ms meanwhile, and
-    // again as the drained clients' descriptors free up one by one, all
-    // within the server's 10 s burst gap): one warning.
+    // again as the drained clients' descriptors free up one by one): one
+    // warning. A burst ends only after 10 s without a refusal, so a
+    // machine that stalled that long may see one more per 10 s, never
+    // one per refusal.
     let log = srv.finish();
     let warnings = log.matches("cannot accept more clients").count();
-    assert_eq!(warnings, 1, "{log}");
+    let most = 1 + started.elapsed().as_secs() / 10;
+    assert!(
+        (1..=most).contains(&(warnings as u64)),
+        "{warnings} warnings (at most {most}):\n{log}"
+    );
 }
 
 /// A fixed xorshift stream: the same bytes every run.

@@ -123,22 +123,24 @@ impl Peer {
     /// and asserts that it succeeded.
     fn finish(mut self) {
         drop(self.child.stdin.take());
-        let start = Instant::now();
+        // Its standard output closes when it exits (lines after the last
+        // one the test read are of no interest).
         loop {
-            if let Some(status) = self.child.try_wait().expect("waiting for python") {
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
+            match self.lines.recv_timeout(PYTHON_TIMEOUT) {
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let err = self.stderr_now();
+                    panic!("{} did not finish: {err}", self.what);
                 }
-                assert!(status.success(), "{} failed ({status}):\n{err}", self.what);
-                return;
             }
-            if start.elapsed() > PYTHON_TIMEOUT {
-                let err = self.stderr_now();
-                panic!("{} did not finish: {err}", self.what);
-            }
-            std::thread::sleep(Duration::from_millis(20));
         }
+        let status = self.child.wait().expect("waiting for python");
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        assert!(status.success(), "{} failed ({status}):\n{err}", self.what);
     }
 }
 

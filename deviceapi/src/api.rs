@@ -512,4 +512,16 @@ pub trait DeviceApi: Send + Sync + 'static {
         let _ = (ptr, bytes);
         Err(Error::unsupported(self.name(), "virtual memory"))
     }
+
+    // ---- kernel libraries -------------------------------------------------
+
+    /// The handle a kernel library enqueues its work on for `stream` (what
+    /// `diopiGetStream` gives it), under the current device. The default:
+    /// the raw value, which is what CUDA and ACL take (NULL is their
+    /// default stream). A vendor whose API cannot name the default stream
+    /// by NULL (OpenCL) answers `StreamHandle::DEFAULT` with the current
+    /// device's default queue.
+    fn native_stream(&self, stream: StreamHandle) -> Result<u64> {
+        Ok(stream.as_raw())
+    }
 }

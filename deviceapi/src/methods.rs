@@ -222,6 +222,14 @@ macro_rules! for_each_device_method {
             /// version of `describe`.
             vtable_only (none) [] fn version_full() -> ();
                 c(buf: *mut c_char, cap: usize, needed: *mut usize);
+
+            /// The handle a kernel library enqueues on for `stream`, under the
+            /// current device: the raw value for a created stream, and for the
+            /// default stream (0) the vendor's own queue object where it has one
+            /// to name (OpenCL's default `cl_command_queue`). Optional: without
+            /// it the loader answers the raw value.
+            special (host) [] fn native_stream(stream: StreamHandle) -> u64;
+                c(stream: u64, out: *mut u64);
         }
     };
 }

@@ -74,6 +74,7 @@ by_debug!(
     u8,
     i32,
     usize,
+    u64,
     f32,
     *mut c_void,
     *const c_void,

@@ -95,9 +95,19 @@ impl DiopiContext {
         self.stream
     }
 
-    /// The raw vendor stream (`diopiGetStream`): NULL for a default stream.
+    /// The raw vendor stream: NULL for a default stream.
     pub fn raw_stream(&self) -> *mut c_void {
         self.stream.raw().as_raw() as *mut c_void
+    }
+
+    /// The stream as a kernel library enqueues on it (`diopiGetStream`):
+    /// the vendor's `native_stream` of the raw handle, asked under the
+    /// context's device (the raw value, NULL for a default stream, on
+    /// vendors without a queue object to name; OpenCL's default queue).
+    pub fn native_stream(&self) -> Result<*mut c_void> {
+        let _guard = dipu_runtime::DeviceGuard::new(self.rt.context(), self.stream.device())?;
+        let raw = self.rt.api().native_stream(self.stream.raw())?;
+        Ok(raw as *mut c_void)
     }
 
     /// A tensor of `shape` (`strides` None: contiguous) and `dtype` that

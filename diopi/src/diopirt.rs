@@ -346,7 +346,9 @@ pub extern "C" fn diopiGetTensorValues(
     not_sparse("diopiGetTensorValues")
 }
 
-/// The raw vendor stream of `ctx` (NULL for a device's default stream).
+/// The vendor stream of `ctx` as a kernel library enqueues on it: the
+/// vendor's `native_stream` (the raw handle, NULL for a device's default
+/// stream, except where the vendor names its default queue: OpenCL).
 ///
 /// # Safety
 /// `stream` NULL or writable.
@@ -357,8 +359,9 @@ pub unsafe extern "C" fn diopiGetStream(
 ) -> DiopiError {
     diopi_status("diopiGetStream", || {
         let c = context_get(ctx)?;
+        let native = c.native_stream()?;
         // SAFETY: the caller's contract.
-        unsafe { write_out(stream, "stream", c.raw_stream()) }
+        unsafe { write_out(stream, "stream", native) }
     })
 }
 
@@ -466,13 +469,14 @@ pub unsafe extern "C" fn diopiGeneratorSetState(
     })
 }
 
-/// The generator's seed and Philox offset.
+/// The generator's seed and Philox offset (the handle is mutable, as
+/// DIOPI declares it, though only read).
 ///
 /// # Safety
 /// `seed` and `offset` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn diopiGeneratorGetSeedAndOffset(
-    generator: *const DiopiGenerator,
+    generator: *mut DiopiGenerator,
     seed: *mut u64,
     offset: *mut u64,
 ) -> DiopiError {

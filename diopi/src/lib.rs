@@ -25,6 +25,8 @@
 //!   generator); [`seed_and_offset`] / [`set_seed_and_offset`].
 //! - [`launch_host_func`] / [`launch_host_func_raw`]: queue host work on a
 //!   stream, the way the host vendor's kernels run.
+//! - [`tolerance`]: the project's tolerance policy for comparing kernel
+//!   results with CPU references (docs/tolerance.md).
 
 mod context;
 pub mod diopirt;
@@ -33,6 +35,7 @@ mod generator;
 mod launch;
 mod library;
 mod tensor;
+pub mod tolerance;
 mod types;
 
 pub use context::{

@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use dipu_diopi::{
@@ -84,15 +84,13 @@ fn add_runs_on_the_stream_and_reads_back() {
     };
     let (ta, tb, tout) = (desc(&a), desc(&b), desc(&out));
 
-    // Held behind a host function, the kernel cannot have run on return.
-    let gate = Arc::new(AtomicBool::new(false));
-    let g = Arc::clone(&gate);
+    // Held behind a host function until `gate` is dropped (as a failed test
+    // drops it too), the kernel cannot have run on return.
+    let (gate, wait) = std::sync::mpsc::channel::<()>();
     dipu_diopi::launch_host_func(
         stream,
         Box::new(move || {
-            while !g.load(Ordering::Acquire) {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
+            let _ = wait.recv();
         }),
     )
     .unwrap();
@@ -115,9 +113,11 @@ fn add_runs_on_the_stream_and_reads_back() {
         )
     };
     assert!(r.is_success(), "{}", lib.last_error().unwrap_or_default());
+    // Gives a kernel run out of stream order the time to show (one in
+    // order cannot run, however long this lasts).
     std::thread::sleep(std::time::Duration::from_millis(10));
     assert_eq!(counter.load(Ordering::SeqCst), before);
-    gate.store(true, Ordering::Release);
+    drop(gate);
     ctx.stream().synchronize().unwrap();
     assert_eq!(counter.load(Ordering::SeqCst), before + 1);
     let got = tout.info().read_elements(&rt).unwrap();

@@ -5,6 +5,9 @@
 //! synchronize, missing ops as NULL, RequireTensor memory freed at
 //! context destroy (memory stats), generator seed/offset round trips, bad
 //! input; a library needing a missing diopirt symbol refused by name;
+//! a library built against include/diopi that tests DIOPI's optional
+//! (weak) runtime functions for NULL loads in a framework without them
+//! (`tests/c/diopi_weak_framework.c`) and finds them all under dipu-rs;
 //! DIPU_DIOPI_LIBRARY and the default search (beside the runtime and the
 //! executable, or beside a vendor plugin); the runtime itself opened
 //! RTLD_LOCAL. Run `cargo build -p dipu-ffi` first (cargo test does not
@@ -81,6 +84,11 @@ struct Built {
     missing: PathBuf,
     driver: PathBuf,
     dlopen: PathBuf,
+    /// `diopi_weak_probe.c` as is, and with ordinary references.
+    weak_probe: PathBuf,
+    strong_probe: PathBuf,
+    /// `diopi_weak_framework.c`: a framework without the optional functions.
+    framework: PathBuf,
 }
 
 fn built() -> &'static Built {
@@ -135,12 +143,52 @@ fn built() -> &'static Built {
             &["-o", &s(&dlopen), &c("diopi_dlopen.c"), "-ldl"],
             "diopi_dlopen.c",
         );
+        let weak_probe = p("libdiopi_weak_probe.so");
+        cc(
+            &[
+                "-shared",
+                "-fPIC",
+                "-o",
+                &s(&weak_probe),
+                &c("diopi_weak_probe.c"),
+            ],
+            "diopi_weak_probe.c",
+        );
+        // The same source with DIOPI_ATTR_WEAK empty: ordinary references,
+        // whose `if (fn)` the compiler rightly calls always true.
+        let strong_probe = p("libdiopi_strong_probe.so");
+        cc(
+            &[
+                "-DDIOPI_ATTR_WEAK=",
+                "-Wno-address",
+                "-shared",
+                "-fPIC",
+                "-o",
+                &s(&strong_probe),
+                &c("diopi_weak_probe.c"),
+            ],
+            "diopi_weak_probe.c with DIOPI_ATTR_WEAK empty",
+        );
+        let framework = p("diopi_weak_framework");
+        cc(
+            &[
+                "-rdynamic",
+                "-o",
+                &s(&framework),
+                &c("diopi_weak_framework.c"),
+                "-ldl",
+            ],
+            "diopi_weak_framework.c",
+        );
         Built {
             lib_dir,
             mini,
             missing,
             driver,
             dlopen,
+            weak_probe,
+            strong_probe,
+            framework,
         }
     })
 }
@@ -193,6 +241,29 @@ fn a_library_needing_a_missing_symbol_is_refused_naming_it() {
     let b = built();
     let out = run(&b.driver, &["missing", s(&b.missing)], &[]);
     assert_ok(&out, "diopi_driver missing");
+}
+
+#[test]
+fn a_library_using_optional_runtime_functions_loads_in_a_framework_without_them() {
+    let b = built();
+    let out = run(&b.framework, &[s(&b.weak_probe), "loads"], &[]);
+    assert_ok(
+        &out,
+        "the weak probe in a framework without the optional functions",
+    );
+    // Declared as ordinary references, the same library is refused there.
+    let out = run(&b.framework, &[s(&b.strong_probe), "refused"], &[]);
+    assert_ok(
+        &out,
+        "the strong probe in a framework without the optional functions",
+    );
+}
+
+#[test]
+fn dipu_rs_provides_every_optional_runtime_function() {
+    let b = built();
+    let out = run(&b.driver, &["weak", s(&b.weak_probe)], &[]);
+    assert_ok(&out, "diopi_driver weak");
 }
 
 #[test]

@@ -29,20 +29,31 @@
 /* major * 1000 + minor * 100 + patch */
 #define DIOPI_VERSION (DIOPI_VER_MAJOR * 1000 + DIOPI_VER_MINOR * 100 + DIOPI_VER_PATCH)
 
+/* DIOPI's attribute for a reference that may stay unresolved: the symbol
+   reads as NULL when no loaded object defines it. */
+#ifndef DIOPI_ATTR_WEAK
+#if defined(__GNUC__) || defined(__clang__)
+#define DIOPI_ATTR_WEAK __attribute__((weak))
+#else
+#define DIOPI_ATTR_WEAK
+#endif
+#endif
+
 /* Operators (functions.h) are weak references: a framework sees NULL for an
    operator its kernel library lacks and falls back. Define DIOPI_API before
    including to change that (a kernel library defining operators may define
    it empty). */
 #ifndef DIOPI_API
-#if defined(__GNUC__) || defined(__clang__)
-#define DIOPI_API __attribute__((weak))
-#else
-#define DIOPI_API
-#endif
+#define DIOPI_API DIOPI_ATTR_WEAK
 #endif
 
-/* Runtime functions are ordinary (strong) references: a kernel library
-   loaded with RTLD_NOW is refused when the framework lacks one it uses. */
+/* Runtime functions are declared as DIOPI declares them. Those marked
+   DIOPI_ATTR_WEAK are optional for a framework: a kernel library built
+   against these headers still loads where one is missing, and must test
+   the function for NULL before calling it (`if (diopiRequireBuffer)`).
+   The others (tensor data, shape, strides, dtype, numel, the stream,
+   diopiRequireTensor) are ordinary references: a library using one is
+   refused by a framework that lacks it. dipu-rs defines all of them. */
 #ifndef DIOPI_RT_API
 #define DIOPI_RT_API
 #endif
@@ -150,8 +161,8 @@ typedef const struct diopiGenerator *diopiConstGeneratorHandle_t;
 /* A vendor's raw stream (cudaStream_t and the like). */
 typedef void *diopiStreamHandle_t;
 
-/* "DIOPI Version: 1.0.0" */
-DIOPI_RT_API extern const char *diopiGetVersion(void);
+/* "DIOPI Version: 1.0.0" (weak, as DIOPI declares it with DIOPI_API) */
+DIOPI_RT_API DIOPI_ATTR_WEAK extern const char *diopiGetVersion(void);
 
 /* Address of element 0 (the storage offset applied). */
 DIOPI_RT_API extern diopiError_t diopiGetTensorData(diopiTensorHandle_t th, void **pptr);
@@ -160,20 +171,20 @@ DIOPI_RT_API extern diopiError_t diopiGetTensorDataConst(diopiConstTensorHandle_
 DIOPI_RT_API extern diopiError_t diopiGetTensorShape(diopiConstTensorHandle_t th, diopiSize_t *size);
 DIOPI_RT_API extern diopiError_t diopiGetTensorStride(diopiConstTensorHandle_t th, diopiSize_t *stride);
 DIOPI_RT_API extern diopiError_t diopiGetTensorDtype(diopiConstTensorHandle_t th, diopiDtype_t *dtype);
-DIOPI_RT_API extern diopiError_t diopiGetTensorDevice(diopiConstTensorHandle_t th, diopiDevice_t *device);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorDevice(diopiConstTensorHandle_t th, diopiDevice_t *device);
 DIOPI_RT_API extern diopiError_t diopiGetTensorNumel(diopiConstTensorHandle_t th, int64_t *numel);
-DIOPI_RT_API extern diopiError_t diopiGetTensorElemSize(diopiConstTensorHandle_t th, int64_t *elemsize);
-DIOPI_RT_API extern diopiError_t diopiGetTensorStoragePtr(diopiConstTensorHandle_t th, void **pStoragePtr);
-DIOPI_RT_API extern diopiError_t diopiGetTensorStorageOffset(diopiConstTensorHandle_t th, int64_t *pOffset);
-DIOPI_RT_API extern diopiError_t diopiGetTensorStorageNbytes(diopiConstTensorHandle_t th, size_t *pNbytes);
-DIOPI_RT_API extern diopiError_t diopiGetTensorDeviceIndex(diopiConstTensorHandle_t th, diopiDeviceIndex_t *pDevIndex);
-DIOPI_RT_API extern diopiError_t diopiGetCurrentDeviceIndex(diopiDeviceIndex_t *pDevIndex);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorElemSize(diopiConstTensorHandle_t th, int64_t *elemsize);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorStoragePtr(diopiConstTensorHandle_t th, void **pStoragePtr);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorStorageOffset(diopiConstTensorHandle_t th, int64_t *pOffset);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorStorageNbytes(diopiConstTensorHandle_t th, size_t *pNbytes);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorDeviceIndex(diopiConstTensorHandle_t th, diopiDeviceIndex_t *pDevIndex);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetCurrentDeviceIndex(diopiDeviceIndex_t *pDevIndex);
 
 /* Sparse (CSR) tensors. */
-DIOPI_RT_API extern diopiError_t diopiIsTensorSparse(diopiConstTensorHandle_t th, bool *isSparse);
-DIOPI_RT_API extern diopiError_t diopiGetTensorCrowIndices(diopiConstTensorHandle_t th, diopiConstTensorHandle_t *crow_indices);
-DIOPI_RT_API extern diopiError_t diopiGetTensorColIndices(diopiConstTensorHandle_t th, diopiConstTensorHandle_t *col_indices);
-DIOPI_RT_API extern diopiError_t diopiGetTensorValues(diopiConstTensorHandle_t th, diopiConstTensorHandle_t *values);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiIsTensorSparse(diopiConstTensorHandle_t th, bool *isSparse);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorCrowIndices(diopiConstTensorHandle_t th, diopiConstTensorHandle_t *crow_indices);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorColIndices(diopiConstTensorHandle_t th, diopiConstTensorHandle_t *col_indices);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGetTensorValues(diopiConstTensorHandle_t th, diopiConstTensorHandle_t *values);
 
 /* The stream all work of this call must go to. */
 DIOPI_RT_API extern diopiError_t diopiGetStream(diopiContextHandle_t ctx, diopiStreamHandle_t *stream);
@@ -183,21 +194,23 @@ DIOPI_RT_API extern diopiError_t diopiRequireTensor(diopiContextHandle_t ctx, di
                                                    const diopiSize_t *size, const diopiSize_t *stride,
                                                    const diopiDtype_t dtype, const diopiDevice_t device);
 /* A 1-D int8 tensor of num_bytes bytes that lives as long as ctx. */
-DIOPI_RT_API extern diopiError_t diopiRequireBuffer(diopiContextHandle_t ctx, diopiTensorHandle_t *tensor,
-                                                   int64_t num_bytes, diopiDevice_t device);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiRequireBuffer(diopiContextHandle_t ctx, diopiTensorHandle_t *tensor,
+                                                                   int64_t num_bytes, diopiDevice_t device);
 
 /* Generator state as a uint8 tensor owned by ctx, and back. */
-DIOPI_RT_API extern diopiError_t diopiGeneratorGetState(diopiContextHandle_t ctx, diopiConstGeneratorHandle_t generator,
-                                                       diopiTensorHandle_t *data);
-DIOPI_RT_API extern diopiError_t diopiGeneratorSetState(diopiGeneratorHandle_t generator, diopiConstTensorHandle_t new_state);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGeneratorGetState(diopiContextHandle_t ctx,
+                                                                       diopiConstGeneratorHandle_t generator,
+                                                                       diopiTensorHandle_t *data);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGeneratorSetState(diopiGeneratorHandle_t generator, diopiConstTensorHandle_t new_state);
 /* Philox seed and offset; a kernel writes back the advanced offset. */
-DIOPI_RT_API extern diopiError_t diopiGeneratorGetSeedAndOffset(diopiConstGeneratorHandle_t generator, uint64_t *ptrSeed,
-                                                               uint64_t *ptrOffset);
-DIOPI_RT_API extern diopiError_t diopiGeneratorSetSeedAndOffset(diopiGeneratorHandle_t generator, uint64_t seed, uint64_t offset);
+/* The generator is non-const here, as in DIOPI, although only read. */
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGeneratorGetSeedAndOffset(diopiGeneratorHandle_t generator,
+                                                                               uint64_t *ptrSeed, uint64_t *ptrOffset);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiGeneratorSetSeedAndOffset(diopiGeneratorHandle_t generator, uint64_t seed, uint64_t offset);
 
 /* A profiler range; RecordEnd frees the record and sets *record to NULL. */
-DIOPI_RT_API extern diopiError_t diopiRecordStart(const char *record_name, void **record);
-DIOPI_RT_API extern diopiError_t diopiRecordEnd(void **record);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiRecordStart(const char *record_name, void **record);
+DIOPI_RT_API DIOPI_ATTR_WEAK extern diopiError_t diopiRecordEnd(void **record);
 
 #ifdef __cplusplus
 }

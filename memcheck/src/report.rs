@@ -1,6 +1,7 @@
 //! `Report`: the leaks grouped by backtrace, and the violations seen.
 
 use std::fmt::{self, Write as _};
+use std::path::Path;
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -24,7 +25,9 @@ const SKIPPED: &[&str] = &[
 pub struct Frame {
     /// The function (demangled, without the hash).
     pub function: String,
-    /// The source file, when debug information has it.
+    /// The source file, when debug information has it: relative to the
+    /// process's working directory when it lies under it, else as the
+    /// debug information names it.
     pub file: Option<String>,
     /// The line in `file`.
     pub line: Option<u32>,
@@ -99,6 +102,7 @@ pub(crate) fn stream_name(s: Option<crate::StreamId>) -> String {
 /// `trace` resolved to frames, without dipu's and the Rust runtime's.
 pub(crate) fn resolve(trace: &Trace) -> Vec<Frame> {
     let mut frames = Vec::new();
+    let cwd = std::env::current_dir().ok();
     for &ip in trace.addresses() {
         // `resolve` looks up the call instruction (ip - 1) of a return address.
         backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
@@ -113,12 +117,22 @@ pub(crate) fn resolve(trace: &Trace) -> Vec<Frame> {
             }
             frames.push(Frame {
                 function,
-                file: file.map(|f| f.display().to_string()),
+                file: file.map(|f| shown_path(f, cwd.as_deref())),
                 line: sym.lineno(),
             });
         });
     }
     frames
+}
+
+/// `file` relative to `cwd` when it lies under it (a report then names no
+/// directory of the machine), else unchanged.
+fn shown_path(file: &Path, cwd: Option<&Path>) -> String {
+    cwd.and_then(|cwd| file.strip_prefix(cwd).ok())
+        .filter(|rest| !rest.as_os_str().is_empty())
+        .unwrap_or(file)
+        .display()
+        .to_string()
 }
 
 pub(crate) fn format_frames(frames: &[Frame], indent: &str) -> String {
@@ -318,5 +332,27 @@ impl fmt::Display for Report {
             self.bytes,
             self.violations.len()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_under_the_working_directory_are_shown_relative_to_it() {
+        let cwd = Path::new("/build/app");
+        let shown = |f: &str| shown_path(Path::new(f), Some(cwd));
+        assert_eq!(shown("/build/app/src/main.c"), "src/main.c");
+        // A sibling directory that merely starts with the same name is not it.
+        assert_eq!(shown("/build/app2/main.c"), "/build/app2/main.c");
+        assert_eq!(shown("/usr/include/stdio.h"), "/usr/include/stdio.h");
+        assert_eq!(
+            shown("./csu/../csu/libc-start.c"),
+            "./csu/../csu/libc-start.c"
+        );
+        // The directory itself, or no known directory: unchanged.
+        assert_eq!(shown("/build/app"), "/build/app");
+        assert_eq!(shown_path(Path::new("/a/b.c"), None), "/a/b.c");
     }
 }

@@ -65,6 +65,13 @@ fn reports_name_the_threads_and_the_allocating_function() {
             .ends_with("threads_and_backtraces::allocate_in_named_function"),
         "{text}"
     );
+    // `cargo test` runs this in the crate's folder: the frame names this
+    // file relative to it, not by the machine's directories.
+    assert_eq!(
+        group.frames[0].file.as_deref(),
+        Some("tests/threads_and_backtraces.rs"),
+        "{text}"
+    );
 }
 
 #[test]

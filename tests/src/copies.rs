@@ -3,7 +3,9 @@
 //! copies between devices.
 
 use crate::check::{compare, ensure, pattern, During, Verdict, MIB};
-use crate::resources::{memcpy, memcpy_peer, DeviceBuffer, HostBuffer, Mem, OnDevice, OwnedStream};
+use crate::resources::{
+    memcpy, memcpy_peer, DeviceBuffer, Gate, HostBuffer, Mem, OnDevice, OwnedStream,
+};
 use crate::{Check, Ctx};
 
 /// Sizes that catch off-by-one, word-size and page-size mistakes.
@@ -169,10 +171,13 @@ fn peer(ctx: &Ctx<'_>) -> Verdict {
     {
         let _on = OnDevice::switch(api, 0).during("set_device(0)")?;
         let stream = OwnedStream::new(api).during("stream_create on device 0")?;
-        stream.sleep(5).during("launch_host_func")?;
+        // Queued behind a closed gate: the copy runs asynchronously.
+        let gate = Gate::new();
+        gate.hold(&stream)?;
         stream
             .copy_peer(&a, &b, size)
             .during(format_args!("memcpy_peer_async {other} → 0"))?;
+        gate.open();
         stream.synchronize().during("stream_synchronize")?;
     }
     compare(

@@ -213,9 +213,21 @@ pub fn run_checks(api: &Arc<dyn DeviceApi>, checks: &[Check]) -> Report {
     }
 }
 
-/// Runs one check, turning a panic into a failure with its message.
+/// Runs one check, turning a panic into a failure with its message. A
+/// check during which a gate's callback gave up waiting fails: it waited
+/// for work queued behind a gate it had not opened.
 fn run_one(check: &Check, ctx: &Ctx<'_>) -> Outcome {
-    match catch_unwind(AssertUnwindSafe(|| (check.func)(ctx))) {
+    let given_up = resources::gates_given_up();
+    let outcome = catch_unwind(AssertUnwindSafe(|| (check.func)(ctx)));
+    if resources::gates_given_up() != given_up {
+        return Outcome::Failed(format!(
+            "a host callback blocked on the check's gate gave up after {:?}: \
+             something waited for work queued behind the gate before the check opened it \
+             (a vendor call that waits for its stream's earlier work?)",
+            resources::Gate::LIMIT
+        ));
+    }
+    match outcome {
         Ok(Ok(())) => Outcome::Passed,
         Ok(Err(fail)) => Outcome::Failed(fail.0),
         Err(payload) => {

@@ -293,13 +293,16 @@ fn default_stream_cannot_be_destroyed(ctx: &Ctx<'_>) -> Verdict {
 fn host_callbacks_run_in_order(ctx: &Ctx<'_>) -> Verdict {
     let stream = OwnedStream::new(ctx.api).during("stream_create")?;
     let order = Arc::new(Mutex::new(Vec::new()));
-    stream.sleep(5).during("launch_host_func")?;
+    // All 100 are queued behind a closed gate before the first may run.
+    let gate = Gate::new();
+    gate.hold(&stream)?;
     for i in 0..100 {
         let order = Arc::clone(&order);
         stream
             .launch(Box::new(move || order.lock().unwrap().push(i)))
             .during(format_args!("launch_host_func #{i}"))?;
     }
+    gate.open();
     stream.synchronize().during("stream_synchronize")?;
     let order = order.lock().unwrap().clone();
     ensure_eq!(
@@ -319,7 +322,9 @@ fn host_callbacks_see_preceding_work(ctx: &Ctx<'_>) -> Verdict {
     let dev = DeviceBuffer::new(api, LEN).during("malloc")?;
     let host = HostBuffer::pinned(api, LEN).during("malloc_host")?;
     let seen = Arc::new(Mutex::new(Vec::new()));
-    stream.sleep(10).during("launch_host_func")?;
+    // Everything is queued behind a closed gate before any of it runs.
+    let gate = Gate::new();
+    gate.hold(&stream)?;
     for value in 1..=10u8 {
         stream
             .memset(dev.all(), value, LEN)
@@ -340,6 +345,7 @@ fn host_callbacks_see_preceding_work(ctx: &Ctx<'_>) -> Verdict {
             }))
             .during("launch_host_func")?;
     }
+    gate.open();
     stream.synchronize().during("stream_synchronize")?;
     let seen = seen.lock().unwrap().clone();
     ensure_eq!(seen.len(), 10, "host callbacks that ran");

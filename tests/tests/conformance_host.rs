@@ -24,6 +24,37 @@ fn the_host_vendor_passes_every_check() {
     println!("{report}\n{}", report.summary());
 }
 
+/// With `DIPU_HOST_COLLECTIVES=0` the vendor answers as one without a
+/// collective library: every check still passes, the collectives one by
+/// finding every collective call `Unsupported`.
+#[test]
+fn the_host_vendor_with_collectives_hidden_passes_as_a_vendor_without_them() {
+    let config = HostConfig {
+        collectives: false,
+        ..HostConfig::default()
+    };
+    let api: Arc<dyn DeviceApi> = Arc::new(HostVendor::new(config).expect("host vendor"));
+    assert!(!api
+        .capabilities()
+        .contains(dipu_deviceapi::Capabilities::COLLECTIVES));
+    let report = dipu_tests::run(&api, None);
+    assert!(report.success(), "\n{report}\n{}", report.summary());
+    assert_eq!(report.skipped(), 0, "\n{report}");
+    let collectives = report
+        .results
+        .iter()
+        .find(|r| r.name.ends_with("collectives"))
+        .expect("the collectives check");
+    assert!(
+        collectives
+            .notes
+            .iter()
+            .any(|n| n.contains("every collective method returns Unsupported")),
+        "{:?}",
+        collectives.notes
+    );
+}
+
 #[test]
 fn a_single_device_host_vendor_passes_too() {
     let api = host(1);

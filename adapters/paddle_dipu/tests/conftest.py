@@ -10,6 +10,9 @@ import os
 import subprocess
 import sys
 
+# adapters/: dipu_tolerance, the tolerance policy both adapters' suites use
+# (docs/tolerance.md).
+sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("FLAGS_use_stride_kernel", "0")
 os.environ.setdefault("GLOG_minloglevel", "2")
 
@@ -72,4 +75,17 @@ def run_python(code, env=None, timeout=120):
 
 @pytest.fixture
 def python():
-    return run_python
+    """`run_python`, whose processes still running when the test ends
+    (a failed test's too) are killed."""
+    started = []
+
+    def start(code, env=None, timeout=120):
+        proc = run_python(code, env, timeout)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -5,7 +5,7 @@ import ctypes
 import os
 import subprocess
 import tempfile
-import time
+import threading
 
 import paddle
 import paddle_dipu
@@ -244,15 +244,14 @@ def test_streams_callbacks_pinned_memory_and_every_copy_direction():
 
     # A callback after the copies on s1.
     seen = []
+    called = threading.Event()
     CB = ctypes.CFUNCTYPE(None, vp, vp, vp, ctypes.POINTER(ctypes.c_int))
-    cb = CB(lambda dev, stream, user, status: seen.append(user))
+    cb = CB(lambda dev, stream, user, status: (seen.append(user), called.set()))
     add_cb = f("stream_add_callback", vp, vp, CB, vp)
     assert add_cb(D1, s1, cb, vp(42)) == 0
     assert sync_stream(D1, s1) == 0
-    for _ in range(200):
-        if seen:
-            break
-        time.sleep(0.01)
+    # The limit only tells a callback that never comes from a slow one.
+    assert called.wait(timeout=120), "the stream callback never ran"
     assert seen == [42]
     assert ctypes.string_at(pin_out.value, n) == src
 

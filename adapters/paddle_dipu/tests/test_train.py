@@ -1,12 +1,22 @@
 """Test 2 of issue 32: an MLP and a small CNN train 20 steps with SGD and
-with Adam on dipu:0 and on the CPU from the same weights and batches; the
-same CPU kernels run (by fallback), so losses and parameters are equal."""
+with Adam on dipu:0 and on the CPU from the same weights and batches, and
+the losses and parameters agree under the tolerance policy
+(docs/tolerance.md). The same CPU kernels run (by fallback), but on dipu
+memory, whose other alignment can make oneDNN and MKL pick other inner
+loops: the sums may round differently in their last bits."""
 
 import numpy as np
 import paddle
 import pytest
+from dipu_tolerance import assert_close, assert_trained_close
 
 STEPS = 20
+# One step is a chain of reductions, whose lengths add up
+# (docs/tolerance.md). The MLP: fan-ins 16 and 32, the loss over 4 classes
+# and 8 samples, the weight gradients over the batch of 8 (twice). The CNN:
+# fan-ins 9, 36 and 32, the loss, the weight gradients over 8 x 8 x 8,
+# 8 x 2 x 2 and 8 positions. A run chains its steps.
+STEP_REDUCTION = {"mlp": 16 + 32 + 4 + 8 + 8 + 8, "cnn": 9 + 36 + 32 + 4 + 8 + 8 * 8 * 8 + 8 * 2 * 2 + 8}
 
 
 def mlp():
@@ -46,7 +56,9 @@ def train(kind, opt_name, device, state, data, backward_twice=False):
     losses = []
     for x, y in data:
         loss = paddle.nn.functional.cross_entropy(model(paddle.to_tensor(x)), paddle.to_tensor(y))
-        if backward_twice:
+        if backward_twice == "once":
+            (loss * 0.5).backward()  # a deliberately wrong run: half the gradient
+        elif backward_twice:
             # Gradients accumulate into the existing .grad on the device.
             half = loss * 0.5
             half.backward(retain_graph=True)
@@ -71,16 +83,17 @@ def test_training_on_dipu_equals_cpu(kind, opt_name):
     dipu_losses, dipu_params, dipu_places = train(kind, opt_name, "dipu:0", init, data)
     assert cpu_places == {"Place(cpu)"}
     assert dipu_places == {"Place(dipu:0)"}
-    np.testing.assert_array_equal(dipu_losses, cpu_losses)
+    k = STEP_REDUCTION[kind] * STEPS
+    assert_close(dipu_losses, cpu_losses, reduction_len=k, msg="losses")
     assert cpu_losses[-1] < cpu_losses[0]  # it learns
-    for k in cpu_params:
-        np.testing.assert_array_equal(dipu_params[k], cpu_params[k], err_msg=k)
-    assert any(not np.array_equal(cpu_params[k], init[k]) for k in init)
+    for name in cpu_params:
+        assert_trained_close(dipu_params[name], cpu_params[name], init[name], reduction_len=k, msg=name)
+    assert any(not np.array_equal(cpu_params[name], init[name]) for name in init)
 
 
 def test_gradient_accumulation_on_dipu():
     """Two backward passes of half the loss accumulate into .grad on the
-    device (Paddle runs that add directly on dipu memory): the steps equal
+    device (Paddle runs that add directly on dipu memory): the steps match
     one backward of the whole loss on the CPU. (Paddle 3.3.1's own CPU run
     of the two half passes drifts from that by ~1e-2 after a few steps,
     so the CPU's one-pass run is the reference.)"""
@@ -90,9 +103,16 @@ def test_gradient_accumulation_on_dipu():
     data = batches("mlp")[:5]
     cpu = train("mlp", "sgd", "cpu", init, data)
     dipu = train("mlp", "sgd", "dipu:0", init, data, backward_twice=True)
-    np.testing.assert_array_equal(dipu[0], cpu[0])
-    for k in cpu[1]:
-        np.testing.assert_array_equal(dipu[1][k], cpu[1][k], err_msg=k)
+    k = STEP_REDUCTION["mlp"] * len(data)
+    assert_close(dipu[0], cpu[0], reduction_len=k, msg="losses")
+    for name in cpu[1]:
+        assert_trained_close(dipu[1][name], cpu[1][name], init[name], reduction_len=k, msg=name)
+    # The bound does not hide a lost accumulation: one backward of half the
+    # loss (the second pass's gradient missing) fails it.
+    half = train("mlp", "sgd", "dipu:0", init, data, backward_twice="once")
+    for name in cpu[1]:
+        with pytest.raises(AssertionError, match="elements differ"):
+            assert_trained_close(half[1][name], cpu[1][name], init[name], reduction_len=k, msg=name)
 
 
 def static_losses(place, steps=3):
@@ -121,4 +141,4 @@ def test_static_graph_training_on_dipu_equals_cpu():
     cpu = static_losses(paddle.CPUPlace())
     assert cpu[1] < cpu[0]
     dipu = static_losses(paddle.CustomPlace("dipu", 0))
-    np.testing.assert_array_equal(dipu, cpu)
+    assert_close(dipu, cpu, reduction_len=STEP_REDUCTION["mlp"] * 3, msg="losses")

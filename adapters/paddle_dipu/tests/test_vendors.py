@@ -73,6 +73,7 @@ def runs(tmp_path_factory):
     for p in procs.values():
         if p.poll() is None:
             p.kill()
+            p.wait()
 
 
 @pytest.mark.parametrize("vendor", VENDORS)

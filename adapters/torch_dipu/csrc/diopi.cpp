@@ -431,6 +431,28 @@ std::vector<OpRecord>& records() {
   return r;
 }
 
+namespace {
+
+// Ops whose values come from a random stream: the device's and the CPU's
+// streams differ, so comparing them would only report noise.
+bool random_op(const std::string& name) {
+  static const char* const prefixes[] = {
+      "normal",  "uniform_",    "random_",  "bernoulli",   "native_dropout.", "multinomial",
+      "rand",    "exponential_", "geometric_", "log_normal_", "cauchy_",      "poisson"};
+  if (name == "native_dropout") return true;
+  for (const char* p : prefixes)
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+// The random ops DIPU_AUTOCOMPARE_OPS_LIST matched (init() names them once).
+std::vector<std::string>& random_skipped() {
+  static std::vector<std::string> v;
+  return v;
+}
+
+}  // namespace
+
 std::string decide(const char* aten, std::initializer_list<const char*> fns,
                    std::initializer_list<bool> found) {
   std::string path = "diopi";
@@ -446,7 +468,13 @@ std::string decide(const char* aten, std::initializer_list<const char*> fns,
       }
     }
     if (path == "diopi" && force_fallback(name)) path = "force_fallback";
-    if (path == "diopi" && autocompare(name)) path = "autocompare";
+    if (path == "diopi" && autocompare(name)) {
+      if (random_op(name)) {
+        random_skipped().push_back(name);
+      } else {
+        path = "autocompare";
+      }
+    }
   }
   if (dump_level() >= 0 && path != "diopi" && path != "no library") {
     if (path == "force_fallback") {
@@ -532,6 +560,29 @@ void compare_values(const std::string& op, const std::string& name, const c10::I
   }
 }
 
+// Set while autocompare runs an op: the ops it runs meanwhile are its own.
+thread_local bool t_comparing = false;
+
+struct ComparingGuard {
+  ComparingGuard() { t_comparing = true; }
+  ~ComparingGuard() { t_comparing = false; }
+  ComparingGuard(const ComparingGuard&) = delete;
+  ComparingGuard& operator=(const ComparingGuard&) = delete;
+};
+
+// Says once per op that its calls inside autocompare are not compared.
+void note_nested(const std::string& name) {
+  static std::mutex mu;
+  static std::vector<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (std::find(said.begin(), said.end(), name) != said.end()) return;
+  said.push_back(name);
+  std::cerr << "autocompare:\t" << name
+            << "\tnot compared when autocompare itself runs it (its copies, the compared op's "
+               "inner ops)"
+            << std::endl;
+}
+
 // Runs the op on the device (the wrapped kernel) and on the CPU (copies of
 // the arguments), then prints the comparison of every output and every
 // argument the op writes. Never throws for a mismatch or a CPU failure.
@@ -546,6 +597,15 @@ class Autocompare final : public c10::OperatorKernel {
     size_t n = args.size();
     std::string name = schema.operator_name().name.substr(6);  // past "aten::"
     if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+    if (t_comparing) {
+      // An op autocompare itself runs (its copies to the host, the device
+      // kernel's inner ops, the comparison): run, never compared, which
+      // would recurse through the copies it makes.
+      note_nested(name);
+      inner_.callBoxed(op, ks, stack);
+      return;
+    }
+    ComparingGuard guard;
     std::vector<c10::IValue> dev_args(stack->end() - static_cast<std::ptrdiff_t>(n),
                                       stack->end());
     torch::jit::Stack cpu;
@@ -604,6 +664,12 @@ void init() {
                 << "): every op falls back to the cpu" << std::endl;
     }
     register_generated(*lib);
+    if (!random_skipped().empty()) {
+      std::cerr << "dipu: autocompare skips random ops (the device's random stream is not the "
+                   "cpu's):";
+      for (const auto& n : random_skipped()) std::cerr << " " << n;
+      std::cerr << std::endl;
+    }
   });
 }
 

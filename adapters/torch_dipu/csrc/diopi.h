@@ -97,7 +97,8 @@ inline diopiSize_t Z(c10::IntArrayRef a) {
 class TList {
  public:
   explicit TList(const std::vector<at::Tensor>& ts);
-  const diopiConstTensorHandle_t* data() const { return handles_.data(); }
+  // Mutable, as DIOPI's list parameters are (diopiCat, diopiStack).
+  diopiConstTensorHandle_t* data() { return handles_.data(); }
   int64_t size() const { return static_cast<int64_t>(handles_.size()); }
 
  private:
@@ -248,6 +249,14 @@ inline c10::IntArrayRef ints(c10::SymIntArrayRef a) { return C10_AS_INTARRAYREF_
 inline int64_t ival(const c10::SymInt& s) { return s.expect_int(); }
 // A 2-element pooling parameter: `a` (1 or 2 values), `dflt` when empty.
 std::array<int64_t, 2> pair(c10::IntArrayRef a, c10::IntArrayRef dflt);
+// The memory format of a 2-d convolution's output and gradients: channels
+// last when the input or the weight is (ATen's rule for its CPU and CUDA
+// backends), else contiguous.
+inline at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  bool cl = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+            weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+  return cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+}
 // Whether `gen` is absent or the default generator of `device`.
 bool default_gen(const std::optional<at::Generator>& gen, int32_t device);
 

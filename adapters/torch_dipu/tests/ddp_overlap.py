@@ -13,6 +13,14 @@ STEPS = 4
 WIDTH = 256
 DEPTH = 6
 BATCH = 32
+# One step's chain of reductions (docs/tolerance.md): DEPTH fan-ins and
+# input gradients of WIDTH terms, DEPTH weight gradients over the batch.
+STEP_REDUCTION = DEPTH * (2 * WIDTH + BATCH)
+
+
+def initial():
+    """The parameters every run starts from."""
+    return [p.detach().clone() for p in model().parameters()]
 
 
 def model():

@@ -13,6 +13,15 @@ import torch.distributed as dist
 
 STEPS = 10
 BATCH = 16
+# One step's chain of reductions (docs/tolerance.md): fan-ins 8 and 16, the
+# loss over BATCH x 4, the input gradient of the last layer over 4, the
+# weight gradients over the batch (twice).
+STEP_REDUCTION = 8 + 16 + BATCH * 4 + 4 + 2 * BATCH
+
+
+def initial():
+    """The parameters every run starts from."""
+    return [p.detach().clone() for p in model().parameters()]
 
 
 def model():

@@ -1,7 +1,7 @@
 /* A DIOPI kernel library with known bugs, for `dipu diopi-test`'s own
  * test: each function breaks one rule the runner must catch. Float32
- * only, computed synchronously on the host vendor's memory (plain host
- * memory), so no stream is needed.
+ * only, computed on the calling thread on the host vendor's memory (plain
+ * host memory), which is right only while the stream is idle.
  *
  *   diopiNeg        always fails with diopiErrorOccurred and a message
  *   diopiAbs        ignores strides (reads and writes as if contiguous)
@@ -10,7 +10,9 @@
  *                   generator (so every call repeats itself)
  *   diopiExp        right values, but queued on the device's default
  *                   stream instead of the context's (contiguous only)
- *   diopiRelu       correct (strides, 0-dim and empty included)
+ *   diopiRelu       right values (strides, 0-dim and empty included), but
+ *                   computed on the calling thread: wrong only when work
+ *                   queued on the stream before the call has not run yet
  * diopiAdd is absent: the runner must list it as not in the library. */
 #include <math.h>
 #include <stdlib.h>

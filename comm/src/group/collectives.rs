@@ -33,17 +33,7 @@ impl ProcessGroup {
             &[buffer],
             // SAFETY: `b` is live device memory of the group's device (the
             // buffer's contract), queued on the communicator's own stream.
-            |g, c| unsafe {
-                g.api.broadcast(
-                    b.as_ptr(),
-                    b.as_ptr(),
-                    b.count(),
-                    b.dtype(),
-                    root,
-                    c.handle,
-                    c.stream.raw(),
-                )
-            },
+            |_, c| unsafe { c.broadcast((b.as_ptr(), b.as_ptr()), b.count(), b.dtype(), root) },
         )
     }
 
@@ -103,14 +93,7 @@ impl ProcessGroup {
                     // SAFETY: `i` is live device memory (the buffer's
                     // contract) and `flat` holds one input per rank.
                     unsafe {
-                        g.api.all_gather(
-                            i.as_ptr(),
-                            flat.as_ptr(),
-                            i.count(),
-                            i.dtype(),
-                            c.handle,
-                            c.stream.raw(),
-                        )?;
+                        c.all_gather((i.as_ptr(), flat.as_ptr()), i.count(), i.dtype())?;
                     }
                     g.after_group(c, move |g, c| {
                         for (r, out) in outs.iter().enumerate() {
@@ -125,7 +108,7 @@ impl ProcessGroup {
                         Ok(())
                     })
                 } else {
-                    g.grouped(|| {
+                    g.grouped(c, || {
                         for (r, out) in outs.iter().enumerate() {
                             let src = if r == g.rank as usize {
                                 i.as_ptr()
@@ -134,14 +117,11 @@ impl ProcessGroup {
                             };
                             // SAFETY: as above; on the root `src` is the input.
                             unsafe {
-                                g.api.broadcast(
-                                    src,
-                                    out.as_ptr(),
+                                c.broadcast(
+                                    (src, out.as_ptr()),
                                     out.count(),
                                     out.dtype(),
                                     r as i32,
-                                    c.handle,
-                                    c.stream.raw(),
                                 )?;
                             }
                         }
@@ -164,16 +144,7 @@ impl ProcessGroup {
             &[output, input],
             // SAFETY: both are live device memory of the group's device and
             // `o` holds world_size inputs (checked above).
-            |g, c| unsafe {
-                g.api.all_gather(
-                    i.as_ptr(),
-                    o.as_ptr(),
-                    i.count(),
-                    i.dtype(),
-                    c.handle,
-                    c.stream.raw(),
-                )
-            },
+            |_, c| unsafe { c.all_gather((i.as_ptr(), o.as_ptr()), i.count(), i.dtype()) },
         )
     }
 
@@ -225,7 +196,7 @@ impl ProcessGroup {
                     })
                 } else {
                     let op = g.vendor_op(op);
-                    g.grouped(|| {
+                    g.grouped(c, || {
                         for (r, x) in ins.iter().enumerate() {
                             let recv = if r == g.rank as usize {
                                 o.as_ptr()
@@ -234,15 +205,11 @@ impl ProcessGroup {
                             };
                             // SAFETY: live device buffers (the buffer contract).
                             unsafe {
-                                g.api.reduce(
-                                    x.as_ptr(),
-                                    recv,
+                                c.reduce(
+                                    (x.as_ptr(), recv),
                                     x.count(),
                                     x.dtype(),
-                                    op.0,
-                                    r as i32,
-                                    c.handle,
-                                    c.stream.raw(),
+                                    (op.0, r as i32),
                                 )?;
                             }
                         }
@@ -303,7 +270,7 @@ impl ProcessGroup {
                     i.as_ptr().wrapping_byte_add(ins[me].0 * size),
                     ins[me].1.min(outs[me].1) * size,
                 )?;
-                g.grouped(|| {
+                g.grouped(c, || {
                     for peer in (0..g.size as usize).filter(|p| *p != me) {
                         g.send_raw(
                             c,
@@ -356,10 +323,10 @@ impl ProcessGroup {
             &buffers,
             |g, c| {
                 if !on_root {
-                    return g.grouped(|| g.send_raw(c, i.as_ptr(), i.count(), i.dtype(), root));
+                    return g.grouped(c, || g.send_raw(c, i.as_ptr(), i.count(), i.dtype(), root));
                 }
                 g.copy(c, outs[root as usize].as_ptr(), i.as_ptr(), i.bytes())?;
-                g.grouped(|| {
+                g.grouped(c, || {
                     for (r, out) in outs.iter().enumerate().filter(|(r, _)| *r as i32 != root) {
                         g.recv_raw(c, out.as_ptr(), out.count(), out.dtype(), r as i32)?;
                     }
@@ -399,10 +366,10 @@ impl ProcessGroup {
             &buffers,
             |g, c| {
                 if !on_root {
-                    return g.grouped(|| g.recv_raw(c, o.as_ptr(), o.count(), o.dtype(), root));
+                    return g.grouped(c, || g.recv_raw(c, o.as_ptr(), o.count(), o.dtype(), root));
                 }
                 g.copy(c, o.as_ptr(), ins[root as usize].as_ptr(), o.bytes())?;
-                g.grouped(|| {
+                g.grouped(c, || {
                     for (r, x) in ins.iter().enumerate().filter(|(r, _)| *r as i32 != root) {
                         g.send_raw(c, x.as_ptr(), x.count(), x.dtype(), r as i32)?;
                     }

@@ -1,6 +1,7 @@
 //! Communicators: one per key (the whole group, or one point-to-point
 //! pair), created lazily with the vendor's unique id passed through the
-//! store, each with its own communication stream.
+//! store (or host-staged, for a vendor without collectives), each with its
+//! own communication stream.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +10,8 @@ use std::sync::Arc;
 use dipu_deviceapi::{CommHandle, DeviceApi, Error, ErrorKind, Result};
 use dipu_stream::{DeviceContext, DeviceGuard, Stream};
 
-use crate::store::Store;
+use super::staged::{Place, StagedComm};
+use super::Inner;
 
 /// Which ranks a communicator connects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,16 +32,24 @@ impl CommKey {
     }
 }
 
-/// One vendor communicator and the stream the group runs it on.
+/// What carries a communicator's operations.
+pub(crate) enum Backend {
+    /// The vendor's collectives.
+    Vendor(CommHandle),
+    /// Host-staged collectives, for a vendor without them.
+    Staged(StagedComm),
+}
+
+/// One communicator and the stream the group runs it on.
 pub(crate) struct Comm {
     pub(crate) key: CommKey,
-    pub(crate) handle: CommHandle,
+    pub(crate) backend: Backend,
     /// This process's rank within the communicator.
     pub(crate) rank: i32,
     pub(crate) size: i32,
     pub(crate) device: i32,
     pub(crate) stream: Stream,
-    api: Arc<dyn DeviceApi>,
+    pub(crate) api: Arc<dyn DeviceApi>,
     ctx: &'static DeviceContext,
     aborted: AtomicBool,
 }
@@ -51,32 +61,53 @@ impl fmt::Debug for Comm {
 }
 
 impl Comm {
-    /// Creates the communicator for `key` as group rank `group_rank` of
-    /// `group_size`: the lowest rank gets the unique id and publishes it in
-    /// `store`, the others read it (waiting up to the store's timeout).
-    pub(crate) fn create(
-        ctx: &'static DeviceContext,
-        store: &dyn Store,
-        key: CommKey,
-        (group_rank, group_size): (i32, i32),
-        device: i32,
-        high_priority: bool,
-    ) -> Result<Comm> {
+    /// Creates the communicator for `key` of group `g`. On the vendor's
+    /// collectives the lowest rank gets the unique id and publishes it in
+    /// the store, the others read it (waiting up to the store's timeout);
+    /// host-staged ones publish and read their record the same way.
+    pub(crate) fn create(g: &Inner, key: CommKey) -> Result<Comm> {
+        let (ctx, store) = (g.ctx, g.store.as_ref());
         let api = Arc::clone(ctx.api());
         let (rank, size, leader) = match key {
-            CommKey::All => (group_rank, group_size, 0),
-            CommKey::Pair(a, _) => (i32::from(group_rank != a), 2, a),
+            CommKey::All => (g.rank, g.size, 0),
+            CommKey::Pair(a, _) => (i32::from(g.rank != a), 2, a),
         };
+        let device = g.device;
         let _guard = DeviceGuard::new(ctx, device)?;
+        let priority = if g.options.high_priority_streams {
+            api.stream_priority_range()?.greatest
+        } else {
+            0
+        };
         let store_key = key.store_key();
-        let id = if group_rank == leader {
+        if g.staged {
+            let stream = ctx.new_stream(device, priority)?;
+            let staged = StagedComm::create(Place {
+                runtime: &g.runtime,
+                store: &g.store,
+                key: store_key,
+                rank: rank as usize,
+                size: size as usize,
+                stream,
+                options: &g.options,
+            })?;
+            return Ok(Comm::new(
+                key,
+                Backend::Staged(staged),
+                (rank, size),
+                stream,
+                ctx,
+            ));
+        }
+        let id = if g.rank == leader {
             let id = api.comm_get_unique_id()?;
             store.set(&store_key, &id)?;
             id
         } else {
             store.get(&store_key).map_err(|e| {
                 e.context(format!(
-                    "waiting for rank {leader} to publish the communicator id under `{store_key}`"
+                    "waiting for rank {leader} to publish the communicator id under \
+                         `{store_key}`"
                 ))
             })?
         };
@@ -89,24 +120,35 @@ impl Comm {
                 api.name()
             )));
         }
-        let priority = if high_priority {
-            api.stream_priority_range()?.greatest
-        } else {
-            0
-        };
         let stream = ctx.new_stream(device, priority)?;
         let handle = api.comm_init_rank(size, &id, rank)?;
-        Ok(Comm {
+        Ok(Comm::new(
             key,
-            handle,
+            Backend::Vendor(handle),
+            (rank, size),
+            stream,
+            ctx,
+        ))
+    }
+
+    fn new(
+        key: CommKey,
+        backend: Backend,
+        (rank, size): (i32, i32),
+        stream: Stream,
+        ctx: &'static DeviceContext,
+    ) -> Comm {
+        Comm {
+            key,
+            backend,
             rank,
             size,
-            device,
+            device: stream.device(),
             stream,
-            api,
+            api: Arc::clone(ctx.api()),
             ctx,
             aborted: AtomicBool::new(false),
-        })
+        }
     }
 
     /// Words for messages.
@@ -129,9 +171,12 @@ impl Comm {
                 "the communicator was aborted",
             ));
         }
-        // SAFETY: the handle came from this vendor and is destroyed only when
-        // the last reference to `self` goes.
-        unsafe { self.api.comm_async_error(self.handle) }
+        match &self.backend {
+            // SAFETY: the handle came from this vendor and is destroyed only
+            // when the last reference to `self` goes.
+            Backend::Vendor(handle) => unsafe { self.api.comm_async_error(*handle) },
+            Backend::Staged(staged) => staged.async_error(),
+        }
     }
 
     /// Aborts the communicator (once), failing its pending work.
@@ -139,9 +184,19 @@ impl Comm {
         if self.aborted.swap(true, Ordering::AcqRel) {
             return;
         }
+        let handle = match &self.backend {
+            Backend::Vendor(handle) => *handle,
+            Backend::Staged(staged) => {
+                staged.abort(Error::new(
+                    ErrorKind::VendorError,
+                    "the communicator was aborted",
+                ));
+                return;
+            }
+        };
         let _guard = DeviceGuard::new(self.ctx, self.device);
         // SAFETY: as in `async_error`; abort is allowed with work pending.
-        if let Err(e) = unsafe { self.api.comm_abort(self.handle) } {
+        if let Err(e) = unsafe { self.api.comm_abort(handle) } {
             tracing::warn!(target: "dipu::comm", "aborting {}: {e}", self.describe());
         }
     }
@@ -149,26 +204,19 @@ impl Comm {
 
 impl Drop for Comm {
     fn drop(&mut self) {
+        // A host-staged communicator's worker finishes its queued work on
+        // its own.
+        let Backend::Vendor(handle) = self.backend else {
+            return;
+        };
         if self.aborted.load(Ordering::Acquire) {
             return;
         }
         let _guard = DeviceGuard::new(self.ctx, self.device);
         // SAFETY: the last reference is going, so nothing will use the
         // handle again; destroy lets queued work finish first.
-        if let Err(e) = unsafe { self.api.comm_destroy(self.handle) } {
+        if let Err(e) = unsafe { self.api.comm_destroy(handle) } {
             tracing::warn!(target: "dipu::comm", "destroying {}: {e}", self.describe());
         }
     }
-}
-
-/// The error for an op given a communicator-less group.
-pub(crate) fn no_collectives(api: &dyn DeviceApi) -> Error {
-    Error::new(
-        ErrorKind::Unsupported,
-        format!(
-            "the {} vendor does not implement collectives (its capabilities: {:?})",
-            api.name(),
-            api.capabilities().names()
-        ),
-    )
 }

@@ -62,10 +62,10 @@ pub(crate) fn divide_on_host(
 }
 
 /// A division in place of `count` elements at a host address by a divisor.
-type Divide = fn(*mut u8, usize, i32);
+pub(crate) type Divide = fn(*mut u8, usize, i32);
 
 /// The division for `dtype` elements, if there is one.
-fn divider(dtype: DataType) -> Option<Divide> {
+pub(crate) fn divider(dtype: DataType) -> Option<Divide> {
     macro_rules! each {
         ($t:ty, |$x:ident, $n:ident| $e:expr) => {{
             let divide: Divide = |at, count, $n| {

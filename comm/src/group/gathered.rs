@@ -115,14 +115,7 @@ impl Inner {
         // group's device (the buffer contract) and `scratch` `ranks * row`,
         // the stream's own allocation; the communicator is ours.
         unsafe {
-            self.api.all_gather(
-                send,
-                scratch.as_ptr(),
-                row,
-                DataType::U8,
-                c.handle,
-                c.stream.raw(),
-            )?;
+            c.all_gather((send, scratch.as_ptr()), row, DataType::U8)?;
         }
         if root.is_some_and(|r| r != c.rank) {
             // Not the root: its buffer stays as it was. The scratch is held

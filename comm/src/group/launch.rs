@@ -206,14 +206,8 @@ impl Inner {
             // device (the buffer contract); the stream is the communicator's.
             unsafe {
                 match root {
-                    None => {
-                        self.api
-                            .all_reduce(send, recv, count, dtype, vop, c.handle, c.stream.raw())
-                    }
-                    Some(r) => {
-                        self.api
-                            .reduce(send, recv, count, dtype, vop, r, c.handle, c.stream.raw())
-                    }
+                    None => c.all_reduce((send, recv), count, dtype, vop),
+                    Some(r) => c.reduce((send, recv), count, dtype, (vop, r)),
                 }
             }
         });
@@ -256,17 +250,7 @@ impl Inner {
         let chosen = self.with_op(op, |vop| {
             // SAFETY: `flat` holds world_size blocks of `o`'s size, both live
             // device memory of the group's device.
-            unsafe {
-                self.api.reduce_scatter(
-                    flat,
-                    o.as_ptr(),
-                    o.count(),
-                    o.dtype(),
-                    vop,
-                    c.handle,
-                    c.stream.raw(),
-                )
-            }
+            unsafe { c.reduce_scatter((flat, o.as_ptr()), o.count(), o.dtype(), vop) }
         });
         let chosen = match chosen {
             // No 64-bit floats (CNCL): as for the all-reduce above.
@@ -289,12 +273,12 @@ impl Inner {
         tracing::debug!(target: "dipu::comm", "the vendor has no F64 ({e}); gathering and reducing on the host");
     }
 
-    /// Runs `f` between the vendor's group start and end (the end is called
-    /// even when `f` fails, so the vendor's group state stays balanced).
-    pub(super) fn grouped(&self, f: impl FnOnce() -> Result<()>) -> Result<()> {
-        self.api.group_start()?;
+    /// Runs `f` between `c`'s group start and end (the end is called even
+    /// when `f` fails, so the group state stays balanced).
+    pub(super) fn grouped(&self, c: &Comm, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        c.group_start()?;
         let result = f();
-        let end = self.api.group_end();
+        let end = c.group_end();
         result.and(end)
     }
 
@@ -309,11 +293,9 @@ impl Inner {
         if count == 0 {
             return Ok(());
         }
-        // SAFETY: `ptr` is `count` elements of live device memory.
-        unsafe {
-            self.api
-                .send(ptr, count, dtype, peer, c.handle, c.stream.raw())
-        }
+        // SAFETY: `ptr` is `count` elements of live device memory, which a
+        // send only reads.
+        unsafe { c.point_to_point(false, ptr.cast_mut(), (count, dtype), peer) }
     }
 
     pub(super) fn recv_raw(
@@ -328,10 +310,7 @@ impl Inner {
             return Ok(());
         }
         // SAFETY: `ptr` is `count` elements of live device memory.
-        unsafe {
-            self.api
-                .recv(ptr, count, dtype, peer, c.handle, c.stream.raw())
-        }
+        unsafe { c.point_to_point(true, ptr, (count, dtype), peer) }
     }
 
     /// The rank of group rank `peer` within communicator `c`.

@@ -1,5 +1,6 @@
 //! The DICL process group: c10d's collectives over a vendor's collective
-//! capability.
+//! capability, or staged through host memory for a vendor without it
+//! ([`staged`]).
 //!
 //! Each operation is queued on the communicator's own stream after an
 //! event recorded on the caller's current stream, its buffers are
@@ -12,6 +13,7 @@
 
 mod args;
 mod buffer;
+mod calls;
 mod collectives;
 mod comms;
 mod emulate;
@@ -19,12 +21,15 @@ mod gathered;
 mod launch;
 mod options;
 mod outcome;
+mod staged;
 mod watchdog;
 mod widen;
 mod work;
 
 pub use buffer::Buffer;
-pub use options::{Options, ENV_BLOCKING_WAIT, ENV_TIMEOUT};
+pub use options::{
+    Options, StagedTransport, ENV_BLOCKING_WAIT, ENV_STAGED_ADDR, ENV_STAGED_TRANSPORT, ENV_TIMEOUT,
+};
 pub use work::Work;
 
 use std::collections::HashMap;
@@ -79,6 +84,9 @@ pub(crate) struct Inner {
     /// Whether the vendor refused `F64` reductions (CNCL): they are
     /// all-gathered and reduced on the host ([`gathered`]).
     no_f64: std::sync::atomic::AtomicBool,
+    /// Whether the vendor has no collectives: communicators are
+    /// host-staged ([`staged`]).
+    staged: bool,
 }
 
 /// Work queued after a coalesced batch's collectives.
@@ -122,8 +130,13 @@ impl ProcessGroup {
         }
         runtime.check_device(device)?;
         let api = Arc::clone(runtime.api());
-        if !api.capabilities().contains(Capabilities::COLLECTIVES) {
-            return Err(comms::no_collectives(api.as_ref()));
+        let staged = !api.capabilities().contains(Capabilities::COLLECTIVES);
+        if staged {
+            tracing::debug!(
+                target: "dipu::comm",
+                vendor = api.name(),
+                "the vendor has no collectives: the process group stages them through host memory"
+            );
         }
         let inner = Arc::new(Inner {
             ctx: runtime.context(),
@@ -144,6 +157,7 @@ impl ProcessGroup {
             batch_open: std::sync::atomic::AtomicBool::new(false),
             no_i16: std::sync::atomic::AtomicBool::new(false),
             no_f64: std::sync::atomic::AtomicBool::new(false),
+            staged,
             after_batch: Mutex::new(Vec::new()),
         });
         let handle = watchdog::spawn(Arc::downgrade(&inner))?;
@@ -164,6 +178,12 @@ impl ProcessGroup {
     /// The device the group runs on.
     pub fn device(&self) -> i32 {
         self.inner.device
+    }
+
+    /// Whether the collectives are staged through host memory (the vendor
+    /// reports no collectives of its own).
+    pub fn host_staged(&self) -> bool {
+        self.inner.staged
     }
 
     /// The group's options.
@@ -207,7 +227,7 @@ impl ProcessGroup {
         let comm = inner.comm(CommKey::All)?;
         let _guard = DeviceGuard::new(inner.ctx, inner.device)?;
         let start = inner.order_after_current(&comm)?;
-        inner.api.group_start()?;
+        comm.group_start()?;
         inner.batch_open.store(true, Ordering::Release);
         let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
         *coalescing = Some(Coalescing {
@@ -231,8 +251,8 @@ impl ProcessGroup {
         })?;
         let _guard = DeviceGuard::new(inner.ctx, inner.device)?;
         inner.batch_open.store(false, Ordering::Release);
-        let ended = inner.api.group_end();
         let comm = batch.comm.expect("a batch always has its communicator");
+        let ended = comm.group_end();
         let after = std::mem::take(&mut *inner.after_batch.lock());
         ended?;
         for f in after {
@@ -267,15 +287,8 @@ impl Inner {
             return Ok(Arc::clone(comm));
         }
         // Created outside the map's lock: creation waits on the store.
-        let comm = Comm::create(
-            self.ctx,
-            self.store.as_ref(),
-            key,
-            (self.rank, self.size),
-            self.device,
-            self.options.high_priority_streams,
-        )
-        .map_err(|e| e.context(format!("{}: creating a communicator", self.label())))?;
+        let comm = Comm::create(self, key)
+            .map_err(|e| e.context(format!("{}: creating a communicator", self.label())))?;
         let comm = Arc::new(comm);
         Ok(Arc::clone(self.comms.lock().entry(key).or_insert(comm)))
     }

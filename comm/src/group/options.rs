@@ -10,6 +10,47 @@ pub const ENV_TIMEOUT: &str = "DIPU_COMM_TIMEOUT";
 /// Environment variable: `1` makes [`crate::Work::wait`] block the host
 /// (like `TORCH_NCCL_BLOCKING_WAIT`).
 pub const ENV_BLOCKING_WAIT: &str = "DIPU_COMM_BLOCKING_WAIT";
+/// Environment variable: the host transport of the host-staged collectives
+/// (a vendor without collectives): `auto` (default), `shm` or `tcp`.
+pub const ENV_STAGED_TRANSPORT: &str = "DIPU_COMM_STAGED_TRANSPORT";
+/// Environment variable: the IP address other machines reach this rank's
+/// host-staged TCP transport at (default: found from the host name).
+pub const ENV_STAGED_ADDR: &str = "DIPU_COMM_STAGED_ADDR";
+
+/// Which host transport carries the collectives of a vendor without
+/// collectives (see [`Options::staged_transport`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StagedTransport {
+    /// Shared memory when every rank is on this machine, TCP otherwise.
+    #[default]
+    Auto,
+    /// Shared memory (every rank must be on one machine).
+    Shm,
+    /// TCP sockets between the ranks, on one machine or several.
+    Tcp,
+}
+
+impl StagedTransport {
+    /// The name `DIPU_COMM_STAGED_TRANSPORT` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            StagedTransport::Auto => "auto",
+            StagedTransport::Shm => "shm",
+            StagedTransport::Tcp => "tcp",
+        }
+    }
+
+    /// Reads a name (`auto`, `shm` or `tcp`).
+    pub fn parse(text: &str) -> Option<StagedTransport> {
+        [
+            StagedTransport::Auto,
+            StagedTransport::Shm,
+            StagedTransport::Tcp,
+        ]
+        .into_iter()
+        .find(|t| t.name().eq_ignore_ascii_case(text.trim()))
+    }
+}
 
 /// How a process group behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +64,13 @@ pub struct Options {
     pub blocking_wait: bool,
     /// Whether the communication streams get the vendor's highest priority.
     pub high_priority_streams: bool,
+    /// The host transport of the host-staged collectives, used only when
+    /// the vendor has no collectives.
+    pub staged_transport: StagedTransport,
+    /// The IP address other machines reach this rank's host-staged TCP
+    /// transport at; `None`: found from the host name (`127.0.0.1` when
+    /// every rank is on this machine).
+    pub staged_address: Option<std::net::IpAddr>,
 }
 
 impl Default for Options {
@@ -31,13 +79,16 @@ impl Default for Options {
             timeout: Duration::from_secs(600),
             blocking_wait: false,
             high_priority_streams: false,
+            staged_transport: StagedTransport::Auto,
+            staged_address: None,
         }
     }
 }
 
 impl Options {
-    /// Defaults overridden by `DIPU_COMM_TIMEOUT` and
-    /// `DIPU_COMM_BLOCKING_WAIT`; a bad value is an error naming the variable.
+    /// Defaults overridden by `DIPU_COMM_TIMEOUT`, `DIPU_COMM_BLOCKING_WAIT`,
+    /// `DIPU_COMM_STAGED_TRANSPORT` and `DIPU_COMM_STAGED_ADDR`; a bad value
+    /// is an error naming the variable.
     pub fn from_env() -> Result<Options> {
         let mut options = Options::default();
         if let Ok(text) = std::env::var(ENV_TIMEOUT) {
@@ -66,12 +117,35 @@ impl Options {
                 }
             };
         }
+        if let Ok(text) = std::env::var(ENV_STAGED_TRANSPORT) {
+            options.staged_transport = StagedTransport::parse(&text).ok_or_else(|| {
+                Error::new(
+                    dipu_deviceapi::ErrorKind::InvalidConfig,
+                    format!("{ENV_STAGED_TRANSPORT}={text:?}: expected auto, shm or tcp"),
+                )
+            })?;
+        }
+        if let Ok(text) = std::env::var(ENV_STAGED_ADDR) {
+            let address = text.trim().parse().map_err(|_| {
+                Error::new(
+                    dipu_deviceapi::ErrorKind::InvalidConfig,
+                    format!("{ENV_STAGED_ADDR}={text:?}: expected an IP address"),
+                )
+            })?;
+            options.staged_address = Some(address);
+        }
         Ok(options)
     }
 
     /// These options with `timeout`.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// These options with `staged_transport`.
+    pub fn with_staged_transport(mut self, transport: StagedTransport) -> Self {
+        self.staged_transport = transport;
         self
     }
 

@@ -15,16 +15,28 @@ use half::{bf16, f16};
 /// One runtime for the whole test binary: the host vendor with 4 devices,
 /// so 4 thread ranks each get their own device; or, when `DIPU_VENDOR` is
 /// set, that vendor (CI runs these tests on the fake Ascend this way).
+/// With `DIPU_HOST_COLLECTIVES=0` the host vendor hides its collectives and
+/// the process group stages them through host memory.
 pub fn runtime() -> Arc<Runtime> {
     static RT: OnceLock<Arc<Runtime>> = OnceLock::new();
     Arc::clone(RT.get_or_init(|| {
-        if std::env::var_os("DIPU_VENDOR").is_some() {
-            return Runtime::new(RuntimeOptions::from_env()).expect("the DIPU_VENDOR runtime");
+        let rt = if std::env::var_os("DIPU_VENDOR").is_some() {
+            Runtime::new(RuntimeOptions::from_env()).expect("the DIPU_VENDOR runtime")
+        } else {
+            // SAFETY: set once, before the vendor reads it, by the first
+            // test to get here (under the OnceLock's initialisation lock).
+            std::env::set_var("DIPU_HOST_DEVICES", "4");
+            Runtime::new(RuntimeOptions::default()).expect("the host vendor runtime")
+        };
+        if std::env::var("DIPU_HOST_COLLECTIVES").is_ok_and(|v| v.trim() == "0") {
+            assert!(
+                !rt.api()
+                    .capabilities()
+                    .contains(dipu_deviceapi::Capabilities::COLLECTIVES),
+                "DIPU_HOST_COLLECTIVES=0, yet the vendor reports collectives"
+            );
         }
-        // SAFETY: set once, before the vendor reads it, by the first test
-        // to get here (under the OnceLock's initialisation lock).
-        std::env::set_var("DIPU_HOST_DEVICES", "4");
-        Runtime::new(RuntimeOptions::default()).expect("the host vendor runtime")
+        rt
     }))
 }
 
@@ -50,7 +62,16 @@ pub fn with_ranks<R: Send>(
                     // test's waits would order another's collectives).
                     let stream = rt.context().new_stream(rank, 0).unwrap();
                     rt.context().set_current_stream(stream);
+                    let collectives = rt
+                        .api()
+                        .capabilities()
+                        .contains(dipu_deviceapi::Capabilities::COLLECTIVES);
                     let pg = ProcessGroup::new(rt, store, rank, n, rank, options).unwrap();
+                    assert_eq!(
+                        pg.host_staged(),
+                        !collectives,
+                        "host-staged exactly when the vendor has no collectives"
+                    );
                     f(&pg)
                 })
             })
@@ -59,9 +80,15 @@ pub fn with_ranks<R: Send>(
     })
 }
 
-/// Options with a short timeout for tests.
+/// Options with a short timeout for tests (the rest from the environment,
+/// such as `DIPU_COMM_STAGED_TRANSPORT`).
 pub fn quick() -> Options {
-    Options::default().with_timeout(Duration::from_secs(20))
+    options().with_timeout(Duration::from_secs(20))
+}
+
+/// The options the environment sets (`Options::from_env`).
+pub fn options() -> Options {
+    Options::from_env().expect("valid DIPU_COMM_* variables")
 }
 
 /// Encodes `values` as `dtype` elements (values must be representable).

@@ -62,7 +62,8 @@ def set_python_side(store):
     store.append("py/app", "x")
     store.append("py/app", "yz")
     store.set("py/ready", "1")
-    # py/late comes later, so the Rust client's WAIT has to wait for it.
+    # py/late comes later, so that the Rust client's WAIT usually has to wait
+    # for it (its outcome is the same either way).
     time.sleep(0.5)
     store.set("py/late", "late")
 
@@ -73,8 +74,9 @@ def wait_times_out_then_works(store):
         store.wait(["py/never"], timedelta(milliseconds=200))
     except Exception as e:  # DistStoreError
         took = time.monotonic() - start
-        if not 0.19 <= took < 10:
-            sys.exit(f"torch_peer: wait timed out after {took:.3f}s, not 0.2s")
+        # How much later than 0.2 s depends on the machine: not checked.
+        if took < 0.19:
+            sys.exit(f"torch_peer: wait timed out after {took:.3f}s, before its 0.2s")
         if "timeout" not in str(e).lower():
             sys.exit(f"torch_peer: unexpected wait error: {e}")
     else:
@@ -93,7 +95,9 @@ def extended_api(store):
     expect("queue_pop", store.queue_pop("py/q", False), b"second")
 
     other = store.clone()
-    pusher = threading.Thread(target=lambda: (time.sleep(0.3), other.queue_push("py/q2", "x")))
+    # The push comes late, so that the pop usually blocks first (daemon: a
+    # failure exits without waiting for it).
+    pusher = threading.Thread(target=lambda: (time.sleep(0.3), other.queue_push("py/q2", "x")), daemon=True)
     pusher.start()
     expect("blocking queue_pop", store.queue_pop("py/q2", True), b"x")
     pusher.join()
@@ -106,8 +110,11 @@ def extended_api(store):
     store.barrier("py/b1", 1)
     arrived = []
     peer = store.clone()
-    t = threading.Thread(target=lambda: (peer.barrier("py/b2", 2), arrived.append(1)))
+    # daemon: a failure exits without waiting for the barrier.
+    t = threading.Thread(target=lambda: (peer.barrier("py/b2", 2), arrived.append(1)), daemon=True)
     t.start()
+    # Gives a wrong barrier the time to let the first rank through alone (a
+    # right one never does, however long this lasts).
     time.sleep(0.2)
     expect("barrier released early", arrived, [])
     store.barrier("py/b2", 2)

@@ -77,8 +77,9 @@ pub fn fixture(kind: &str, timeout: Duration) -> Fixture {
     }
 }
 
-/// Asserts that `f` fails with `Timeout` within `timeout` (plus slack for a
-/// busy machine), no sooner than `timeout`, with a message naming `key`.
+/// Asserts that `f` fails with `Timeout`, no sooner than `timeout`, with a
+/// message naming `key` (how much later depends on the machine: not
+/// asserted).
 pub fn assert_times_out<T: std::fmt::Debug>(
     timeout: Duration,
     key: &str,
@@ -95,9 +96,5 @@ pub fn assert_times_out<T: std::fmt::Debug>(
     assert!(
         took >= timeout,
         "gave up after {took:?}, before {timeout:?}"
-    );
-    assert!(
-        took < timeout + Duration::from_secs(5),
-        "took {took:?} for a {timeout:?} timeout"
     );
 }

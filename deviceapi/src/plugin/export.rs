@@ -172,6 +172,9 @@ thunks! {
         let id = std::slice::from_raw_parts(unique_id, len);
         put(out, v.comm_init_rank(world_size, id, rank)?.as_raw())
     };
+    native_stream(stream: u64, out: *mut u64) |v| {
+        put(out, v.native_stream(StreamHandle::from_raw(stream))?)
+    };
     version_full(buf: *mut c_char, cap: usize, needed: *mut usize) |v| {
         let version = v.version();
         let bytes = version.as_bytes();

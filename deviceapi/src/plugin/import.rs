@@ -212,6 +212,16 @@ mod by_hand {
         result
     }
 
+    /// A plugin older than the entry answers the raw value (the trait's default).
+    pub(super) fn native_stream(v: &PluginVendor, stream: StreamHandle) -> Result<u64> {
+        if v.table.native_stream.is_none() {
+            return Ok(stream.as_raw());
+        }
+        let mut out = 0;
+        ffi!(v.native_stream(stream.as_raw(), &mut out))?;
+        Ok(out)
+    }
+
     pub(super) fn comm_get_unique_id(v: &PluginVendor) -> Result<Vec<u8>> {
         let mut id = vec![0u8; v.comm_unique_id_size];
         ffi!(v.comm_get_unique_id(id.as_mut_ptr(), id.len()))?;

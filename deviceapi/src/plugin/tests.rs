@@ -134,6 +134,13 @@ impl Answers for Mock {
     unsafe fn event_elapsed_ms(&self, _: EventHandle, _: EventHandle) -> Result<f32> {
         Ok(1.5)
     }
+    fn native_stream(&self, stream: StreamHandle) -> Result<u64> {
+        match stream.as_raw() {
+            0 => Ok(0xfeed),
+            9 => Err(Error::invalid_argument("unknown stream")),
+            raw => Ok(raw),
+        }
+    }
 }
 
 /// The mock's version: longer than the 255 bytes `DipuVendorInfo` holds,
@@ -316,4 +323,25 @@ fn a_long_version_crosses_whole() {
     let old = round_trip(Some(keep));
     assert_eq!(old.version().len(), 255);
     assert!(long.starts_with(&old.version()));
+}
+
+#[test]
+fn native_streams_cross_and_an_older_table_answers_the_raw_value() {
+    let v = round_trip(None);
+    assert_eq!(
+        v.native_stream(StreamHandle::DEFAULT).unwrap(),
+        0xfeed,
+        "the vendor names its default queue"
+    );
+    assert_eq!(v.native_stream(StreamHandle::from_raw(7)).unwrap(), 7);
+    let err = v.native_stream(StreamHandle::from_raw(9)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let keep = std::mem::offset_of!(super::DipuVendorVTable, native_stream);
+    let old = round_trip(Some(keep));
+    assert_eq!(
+        old.native_stream(StreamHandle::DEFAULT).unwrap(),
+        0,
+        "a plugin without the entry keeps the raw value"
+    );
+    assert_eq!(old.native_stream(StreamHandle::from_raw(9)).unwrap(), 9);
 }

@@ -106,15 +106,22 @@ fn an_async_host_to_host_copy_runs_in_order_on_the_stream() {
         let stream = api.stream_create(0).unwrap();
         let src = vec![7u8; 4096];
         let mut dst = vec![0u8; 4096];
-        let flag = Arc::new(Mutex::new(false));
+        // A callback ahead of the copy, held until the copy is queued (or
+        // the test fails), looks at the destination: still all zeros.
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let flag = Arc::new(Mutex::new(None));
         let seen = Arc::clone(&flag);
-        // SAFETY: live buffers and stream, synchronised before they go.
+        let at = dst.as_ptr() as usize;
+        // SAFETY: live buffers and stream, synchronised before they go; the
+        // callback only reads `dst`, which nothing writes until the copy
+        // queued after it runs.
         unsafe {
             api.launch_host_func(
                 stream,
                 Box::new(move || {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    *seen.lock().unwrap() = true;
+                    let _ = gate.recv();
+                    let dst = std::slice::from_raw_parts(at as *const u8, 4096);
+                    *seen.lock().unwrap() = Some(dst.iter().all(|&b| b == 0));
                 }),
             )
             .unwrap();
@@ -126,10 +133,15 @@ fn an_async_host_to_host_copy_runs_in_order_on_the_stream() {
                 stream,
             )
             .unwrap();
+            drop(open);
             api.stream_synchronize(stream).unwrap();
             api.stream_destroy(stream).unwrap();
         }
-        assert!(*flag.lock().unwrap());
+        assert_eq!(
+            *flag.lock().unwrap(),
+            Some(true),
+            "{build:?}: the copy ran before the callback queued ahead of it"
+        );
         assert_eq!(dst, src, "{build:?}");
     }
 }
@@ -146,6 +158,8 @@ fn synchronous_copies_follow_the_default_streams_work() {
     // SAFETY: live buffers; the default stream is synchronised by memcpy.
     unsafe {
         api.memset(dev, 1, 4096).unwrap();
+        // Keeps the default stream busy while `memcpy` is called (it would
+        // deadlock on a gate only this thread could open).
         api.launch_host_func(
             StreamHandle::DEFAULT,
             Box::new(|| std::thread::sleep(std::time::Duration::from_millis(50))),

@@ -350,8 +350,11 @@ fn a_peer_freed_early_fails_the_others_instead_of_hanging() {
     // SAFETY: a live communicator.
     let err = unsafe { api.comm_async_error(comm) }.unwrap_err();
     assert_eq!(err.vendor_code(), Some(0x16), "{err}");
+    // The fake fails the same way when its 60 s timeout runs out, and says
+    // nothing else about why: only the time tells the two apart. Only a
+    // survivor that waited the timeout out takes that long.
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        started.elapsed() < Duration::from_secs(60),
         "the survivor waited for the fake's 60 s timeout"
     );
     // SAFETY: live handles, released once.

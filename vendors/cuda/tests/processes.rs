@@ -102,9 +102,9 @@ fn a_rank_killed_mid_collective_fails_the_others() {
     let prefix = shm_prefix("nccl", &job.published("id"));
     job.clean_on_drop(&prefix);
     // The last rank's unread send is in shared memory (where the test looks).
-    job.await_shm(&prefix, Duration::from_secs(30));
+    job.await_shm(&prefix, Duration::from_secs(120));
     job.kill(world - 1);
-    for o in job.wait(Duration::from_secs(30)) {
+    for o in job.wait(Duration::from_secs(120)) {
         assert!(
             o.success && o.output.contains("saw the error") && o.output.contains("exited"),
             "rank {} did not fail cleanly; its output:\n{}",

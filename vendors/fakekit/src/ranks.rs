@@ -6,7 +6,7 @@
 //! what each printed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -136,19 +136,24 @@ impl Ranks {
     /// Waits for every rank still running, up to `limit` in all; past it
     /// kills them all and panics (a hang). Killed ranks are left out.
     pub fn wait(&mut self, limit: Duration) -> Vec<Outcome> {
-        let start = Instant::now();
-        let mut outcomes = Vec::new();
-        for rank in 0..self.children.len() {
-            let Some(mut child) = self.children[rank].take() else {
-                continue;
-            };
-            let status = loop {
-                if let Some(s) = child.try_wait().expect("wait for a rank") {
-                    break s;
-                }
-                if start.elapsed() > limit {
-                    let _ = child.kill();
-                    let _ = child.wait();
+        let deadline = Instant::now() + limit;
+        // A thread per rank blocks until it exits and says so.
+        let (exited, exits) = std::sync::mpsc::channel();
+        let mut running = vec![false; self.children.len()];
+        for (rank, child) in self.children.iter().enumerate() {
+            let Some(child) = child else { continue };
+            running[rank] = true;
+            let (pid, exited) = (child.id(), exited.clone());
+            std::thread::spawn(move || {
+                wait_for_exit(pid);
+                let _ = exited.send(rank);
+            });
+        }
+        drop(exited);
+        while let Some(rank) = running.iter().position(|&r| r) {
+            match exits.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(done) => running[done] = false,
+                Err(_) => {
                     for c in self.children.iter_mut().flatten() {
                         let _ = c.kill();
                         let _ = c.wait();
@@ -158,8 +163,14 @@ impl Ranks {
                         self.log(rank)
                     );
                 }
-                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let mut outcomes = Vec::new();
+        for rank in 0..self.children.len() {
+            let Some(mut child) = self.children[rank].take() else {
+                continue;
             };
+            let status = child.wait().expect("wait for a rank");
             outcomes.push(Outcome {
                 rank,
                 success: status.success(),
@@ -225,6 +236,34 @@ impl Ranks {
     pub fn published(&self, name: &str) -> Vec<u8> {
         std::fs::read(self.dir.join(name))
             .unwrap_or_else(|e| panic!("no rank published {name}: {e}"))
+    }
+}
+
+/// Waits for `child` to exit, up to `limit`: its status, or `None` once
+/// `limit` has passed (the child then still runs; the caller kills it).
+pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let (exited, exit) = std::sync::mpsc::channel();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        wait_for_exit(pid);
+        let _ = exited.send(());
+    });
+    exit.recv_timeout(limit).ok()?;
+    Some(child.wait().expect("wait for a child"))
+}
+
+/// Blocks until the child `pid` (not yet reaped) has exited, leaving it
+/// to be reaped by its `Child::wait`.
+fn wait_for_exit(pid: libc::id_t) {
+    loop {
+        // SAFETY: an all-zero `siginfo_t` is a valid value to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a live `siginfo_t` for waitid to fill; WNOWAIT
+        // leaves the child waitable, so its `Child` still reaps it.
+        let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
     }
 }
 

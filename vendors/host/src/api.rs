@@ -32,11 +32,12 @@ impl DeviceApi for HostVendor {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::VIRTUAL_MEMORY | Capabilities::COLLECTIVES;
+        let mut caps = Capabilities::VIRTUAL_MEMORY;
         caps.set(
             Capabilities::HOST_ACCESSIBLE_MEMORY,
             self.config.host_accessible,
         );
+        caps.set(Capabilities::COLLECTIVES, self.config.collectives);
         caps
     }
 
@@ -314,26 +315,35 @@ impl DeviceApi for HostVendor {
     // ---- collectives (see the `comm` module) ----------------------------
 
     fn comm_unique_id_size(&self) -> usize {
-        comm::UNIQUE_ID_SIZE
+        if self.config.collectives {
+            comm::UNIQUE_ID_SIZE
+        } else {
+            0
+        }
     }
 
     fn comm_get_unique_id(&self) -> Result<Vec<u8>> {
+        self.collectives_on("comm_get_unique_id")?;
         comm::new_unique_id()
     }
 
     fn comm_init_rank(&self, world_size: i32, unique_id: &[u8], rank: i32) -> Result<CommHandle> {
+        self.collectives_on("comm_init_rank")?;
         self.comm_init(world_size, unique_id, rank)
     }
 
     unsafe fn comm_destroy(&self, comm: CommHandle) -> Result<()> {
+        self.collectives_on("comm_destroy")?;
         self.comm_remove(comm)
     }
 
     unsafe fn comm_abort(&self, comm: CommHandle) -> Result<()> {
+        self.collectives_on("comm_abort")?;
         self.comm_kill(comm)
     }
 
     unsafe fn comm_async_error(&self, comm: CommHandle) -> Result<()> {
+        self.collectives_on("comm_async_error")?;
         self.comm_error(comm)
     }
 
@@ -347,6 +357,7 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("all_reduce")?;
         let kind = comm::Kind::AllReduce;
         let call = Call {
             kind,
@@ -370,6 +381,7 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("broadcast")?;
         let kind = comm::Kind::Broadcast;
         let call = Call {
             kind,
@@ -392,6 +404,7 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("all_gather")?;
         let (kind, count) = (comm::Kind::AllGather, send_count);
         let call = Call {
             kind,
@@ -415,6 +428,7 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("reduce_scatter")?;
         let (kind, count) = (comm::Kind::ReduceScatter, recv_count);
         let call = Call {
             kind,
@@ -439,6 +453,7 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("reduce")?;
         let kind = comm::Kind::Reduce;
         let call = Call {
             kind,
@@ -461,6 +476,7 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("send")?;
         self.comm_p2p(true, buf as usize, (count, dtype), peer, (comm, stream))
     }
 
@@ -473,15 +489,18 @@ impl DeviceApi for HostVendor {
         comm: CommHandle,
         stream: StreamHandle,
     ) -> Result<()> {
+        self.collectives_on("recv")?;
         self.comm_p2p(false, buf as usize, (count, dtype), peer, (comm, stream))
     }
 
     fn group_start(&self) -> Result<()> {
+        self.collectives_on("group_start")?;
         self.comm_group_start();
         Ok(())
     }
 
     fn group_end(&self) -> Result<()> {
+        self.collectives_on("group_end")?;
         self.comm_group_end()
     }
 
@@ -528,6 +547,21 @@ impl DeviceApi for HostVendor {
 }
 
 impl HostVendor {
+    /// `Unsupported` for collective call `call` when the collectives are
+    /// hidden (`DIPU_HOST_COLLECTIVES=0`), as a vendor without them answers.
+    fn collectives_on(&self, call: &str) -> Result<()> {
+        if self.config.collectives {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{call}: the host vendor's collectives are hidden ({}=0)",
+                crate::ENV_COLLECTIVES
+            ),
+        ))
+    }
+
     /// Checks both devices and builds a peer copy.
     fn peer_op(
         &self,

@@ -30,6 +30,12 @@ pub const ENV_SCHEDULE: &str = "DIPU_HOST_SCHEDULE";
 /// discrete device's, reached only through copies.
 pub const ENV_HOST_ACCESSIBLE: &str = "DIPU_HOST_ACCESSIBLE_MEMORY";
 
+/// Whether the vendor has collectives: `1` (default) or `0`, which hides
+/// them as a vendor without a collective library would: no `COLLECTIVES`
+/// capability, a unique-id size of 0 and every collective call
+/// `Unsupported` (the process group then stages through host memory).
+pub const ENV_COLLECTIVES: &str = "DIPU_HOST_COLLECTIVES";
+
 /// The default of [`ENV_COMM_TIMEOUT`].
 const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -58,6 +64,8 @@ pub struct HostConfig {
     /// Whether the vendor reports its memory as host-accessible
     /// ([`ENV_HOST_ACCESSIBLE`]); it is host memory either way.
     pub host_accessible: bool,
+    /// Whether the vendor implements collectives ([`ENV_COLLECTIVES`]).
+    pub collectives: bool,
 }
 
 impl Default for HostConfig {
@@ -71,6 +79,7 @@ impl Default for HostConfig {
             comm_timeout: DEFAULT_COMM_TIMEOUT,
             schedule: Schedule::Auto,
             host_accessible: true,
+            collectives: true,
         }
     }
 }
@@ -152,6 +161,13 @@ impl HostConfig {
                 "1" => true,
                 "0" => false,
                 _ => return Err(bad_value(ENV_HOST_ACCESSIBLE, &text, "1 or 0")),
+            };
+        }
+        if let Some(text) = get(ENV_COLLECTIVES) {
+            config.collectives = match text.trim() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad_value(ENV_COLLECTIVES, &text, "1 or 0")),
             };
         }
         Ok(config)
@@ -245,9 +261,12 @@ mod tests {
             (ENV_COMM_TIMEOUT, "2.5"),
             (ENV_SCHEDULE, "Spin"),
             (ENV_HOST_ACCESSIBLE, "0"),
+            (ENV_COLLECTIVES, "0"),
         ])
         .unwrap();
         assert!(!c.host_accessible);
+        assert!(!c.collectives);
+        assert!(lookup(&[(ENV_COLLECTIVES, "1")]).unwrap().collectives);
         assert!(
             lookup(&[(ENV_HOST_ACCESSIBLE, "1")])
                 .unwrap()
@@ -280,6 +299,7 @@ mod tests {
             (ENV_COMM_TIMEOUT, "soon", "seconds"),
             (ENV_SCHEDULE, "busy", "auto, spin, yield or block"),
             (ENV_HOST_ACCESSIBLE, "yes", "1 or 0"),
+            (ENV_COLLECTIVES, "no", "1 or 0"),
         ];
         for (var, value, accepted) in cases {
             let e = lookup(&[(var, value)]).unwrap_err();

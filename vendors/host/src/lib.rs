@@ -18,7 +18,10 @@
 //! `spin`, `yield` or `block`, as CUDA's scheduling flags; see
 //! [`Schedule`]), `DIPU_HOST_ACCESSIBLE_MEMORY` (`1`, the default, reports
 //! the `HOST_ACCESSIBLE_MEMORY` capability; `0` hides it, so the layers
-//! above treat the memory as a discrete device's).
+//! above treat the memory as a discrete device's), `DIPU_HOST_COLLECTIVES`
+//! (`1`, the default; `0` hides the collectives as a vendor without a
+//! collective library: no `COLLECTIVES` capability, every collective call
+//! `Unsupported`).
 //!
 //! Synchronous copies and memsets on an idle default stream run on the
 //! calling thread, in stream order.
@@ -99,8 +102,8 @@ use dipu_deviceapi::{Error, Result, StreamHandle};
 
 pub use comm::MAX_WORLD;
 pub use config::{
-    HostConfig, ENV_COMM_TIMEOUT, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT,
-    ENV_HOST_ACCESSIBLE, ENV_MEMORY, ENV_SCHEDULE, MAX_DEVICES,
+    HostConfig, ENV_COLLECTIVES, ENV_COMM_TIMEOUT, ENV_DEVICES, ENV_FAIL_MALLOC_AFTER_BYTES,
+    ENV_FAIL_MALLOC_AT, ENV_HOST_ACCESSIBLE, ENV_MEMORY, ENV_SCHEDULE, MAX_DEVICES,
 };
 pub use fault::Fault;
 pub use wait::Schedule;

@@ -275,7 +275,7 @@ pub fn c_type(rust: &str, names: &HashMap<&str, &str>) -> String {
                 "c_int" => "int".into(),
                 "c_uint" => "unsigned int".into(),
                 "c_char" => "char".into(),
-                "c_void" => "void".into(),
+                "c_void" | "()" => "void".into(),
                 "c_ulonglong" => "unsigned long long".into(),
                 "usize" => "size_t".into(),
                 "u32" => "uint32_t".into(),
@@ -318,6 +318,7 @@ mod tests {
         assert_eq!(c_type("*mut *const c_char", &names), "char const * *");
         assert_eq!(c_type("*const kind_t", &names), "enum kind const *");
         assert_eq!(c_type("u64", &names), "uint64_t");
+        assert_eq!(c_type("()", &names), "void", "a function returning nothing");
         assert_eq!(c_args(&[], &names), "void");
         assert_eq!(
             c_args(&["handle_t", "*mut c_void", "usize"], &names),

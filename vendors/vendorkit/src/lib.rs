@@ -1,6 +1,7 @@
 //! Code shared by the dipu-rs vendors that open their SDK's libraries at
-//! run time (`vendors/cuda`, `vendors/cambricon`, `vendors/ascend`). Each
-//! vendor keeps only what is its own; this crate gives it:
+//! run time (`vendors/cuda`, `vendors/cambricon`, `vendors/ascend`,
+//! `vendors/opencl`). Each vendor keeps only what is its own; this crate
+//! gives it:
 //!
 //! - [`device_api!`]: the whole `impl DeviceApi` of a vendor, dispatching
 //!   every trait method to the vendor's inherent methods, with the
@@ -9,12 +10,14 @@
 //! - [`bind`]: the binding tables ([`c_types!`], [`c_consts!`], [`library!`])
 //!   of the functions, constants and types a vendor takes from its libraries;
 //! - [`search`]: looking for those libraries folder by folder, and the
-//!   not-found error naming every place looked in.
+//!   not-found error naming every place looked in;
+//! - [`size`]: byte sizes in environment variables (`512M`, `8GiB`).
 
 mod api;
 pub mod bind;
 mod collective;
 pub mod search;
+pub mod size;
 
 pub use collective::{Buffers, Collective, Translation};
 

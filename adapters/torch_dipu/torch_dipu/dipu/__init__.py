@@ -55,6 +55,19 @@ def is_initialized() -> bool:
     return _C._is_initialized()
 
 
+def __getattr__(name: str) -> Any:
+    # `torch.dipu._initialized`, read as torch.cuda's module flag: whether
+    # the runtime exists. torch.utils.checkpoint stashes and replays a
+    # device's generator states only when `getattr(device_module,
+    # "_initialized", False)` is true, so without it a recomputation draws
+    # dropout from the advanced generator. Computed on each read because
+    # the runtime also starts from C++ (the first dipu tensor), not only
+    # through _lazy_init.
+    if name == "_initialized":
+        return _C._is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _lazy_init() -> None:
     """Creates the runtime (every call does so on first use); torch calls
     it before making a dipu tensor. In a child forked after the parent

@@ -226,6 +226,7 @@ mod tests {
             err.message().contains(&format!("127.0.0.1:{port}")),
             "{err}"
         );
-        assert!(start.elapsed() < Duration::from_secs(5));
+        // Not before its timeout (how much later depends on the machine).
+        assert!(start.elapsed() >= Duration::from_millis(200));
     }
 }

@@ -906,7 +906,7 @@ mod tests {
             .iter()
             .map(|&v| 0.5 * v * (1.0 + libm::erff(v / 2f32.sqrt())))
             .collect();
-        close(&o, &want, 1e-6);
+        close(&o, &want, 1);
         // numeric derivative check of the gelu backward (both forms) and silu
         for (f, b) in [
             (UnOp::Gelu(false), BackOp::Gelu(false)),
@@ -930,7 +930,11 @@ mod tests {
                     (q[0] - q[1]) / (2.0 * h)
                 })
                 .collect();
-            close(&gi, &num, 2e-3);
+            // A difference quotient, not a CPU result: its own truncation
+            // and cancellation error, O(h^2) and O(eps/h), is the bound.
+            for (j, (a, n)) in gi.iter().zip(&num).enumerate() {
+                assert!((a - n).abs() <= 2e-3 * (1.0 + n.abs()), "[{j}] {a} vs {n}");
+            }
         }
         // relu in place keeps NaN
         let mut r = vec![-1.0f32, f32::NAN, 2.0];

@@ -584,17 +584,17 @@ mod tests {
         let mut o = vec![0f32; m * n];
         let ov = f32v(&mut o, &[m as i64, n as i64]);
         bgemm(&ov, &av, &bv, None, 1.0, 0.0);
-        close(&o, &want, 1e-5);
+        close(&o, &want, k);
         // addmm with out aliasing the addend: o = 2*o + 1*a@b
         let prev = o.clone();
         bgemm(&ov, &av, &bv, Some(&ov), 1.0, 2.0);
         let exp: Vec<f32> = prev.iter().zip(&want).map(|(p, w)| 2.0 * p + w).collect();
-        close(&o, &exp, 1e-5);
+        close(&o, &exp, k + 1);
         // bf16 operands, f32 output
         let mut ah: Vec<half::bf16> = a.iter().map(|&v| half::bf16::from_f32(v)).collect();
         let ahv = view_of(&mut ah, dtype::BF16, &[m as i64, k as i64], &[k as i64, 1]);
         bgemm(&ov, &ahv, &bv, None, 1.0, 0.0);
-        close(&o, &want, 2e-2);
+        dipu_diopi::tolerance::assert_close(&o, &want, "bfloat16", k, "bf16 operands");
     }
 
     #[test]
@@ -612,7 +612,7 @@ mod tests {
         matmul(&ov, &av, &bv);
         let mut want = naive(&a[..6], &b, 2, 3, 2);
         want.extend(naive(&a[6..], &b, 2, 3, 2));
-        close(&o, &want, 1e-6);
+        close(&o, &want, 3);
         // vector . vector -> 0-dim
         let mut v = vec![1.0f32, 2.0, 3.0];
         let vv = f32v(&mut v, &[3]);
@@ -633,7 +633,7 @@ mod tests {
             &[
                 colsum[0], colsum[0], colsum[1], colsum[1], colsum[2], colsum[2],
             ],
-            1e-6,
+            4,
         );
     }
 
@@ -666,6 +666,68 @@ mod tests {
         assert_eq!(gb, vec![1.0, 2.0]);
     }
 
+    /// Values in [-1, 1) from a fixed linear congruential sequence.
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// The policy's tolerance (docs/tolerance.md) passes the same sums
+    /// taken in another order, and fails a wrong result: a scale of 1.001,
+    /// one missing term, a column off by one.
+    #[test]
+    fn tolerance_passes_a_reordering_and_fails_wrong_results() {
+        use dipu_diopi::tolerance::Tolerance;
+        // Large enough that rows split across rayon workers.
+        let (m, k, n) = (64, 256, 24);
+        let (a, b) = (values(m * k, 1), values(k * n, 2));
+        let (mut am, mut bm) = (a.clone(), b.clone());
+        let mut o = vec![0f32; m * n];
+        bgemm(
+            &f32v(&mut o, &[m as i64, n as i64]),
+            &f32v(&mut am, &[m as i64, k as i64]),
+            &f32v(&mut bm, &[k as i64, n as i64]),
+            None,
+            1.0,
+            0.0,
+        );
+        // `terms(i, j)` are the k products of output element (i, j).
+        let (a, b) = (&a, &b);
+        let terms = |i: usize, j: usize| (0..k).map(move |p| a[i * k + p] * b[p * n + j]);
+        let each = |f: &dyn Fn(usize, usize) -> f32| -> Vec<f32> {
+            (0..m * n).map(|e| f(e / n, e % n)).collect()
+        };
+        let tol = Tolerance::of("float32", k).unwrap();
+        // Legitimate: backwards in f32, and in f64 rounded once.
+        let backwards = each(&|i, j| terms(i, j).rev().sum::<f32>());
+        let wide = each(&|i, j| terms(i, j).map(f64::from).sum::<f64>() as f32);
+        assert_ne!(
+            o, backwards,
+            "the orders round differently (else this shows nothing)"
+        );
+        tol.check(&o, &backwards).unwrap();
+        tol.check(&o, &wide).unwrap();
+        // Wrong: scaled, a term missing, the next column's sums.
+        let scaled: Vec<f32> = o.iter().map(|v| v * 1.001).collect();
+        let missing = each(&|i, j| terms(i, j).take(k - 1).sum::<f32>());
+        let shifted = each(&|i, j| terms(i, (j + 1) % n).sum::<f32>());
+        for (what, wrong) in [
+            ("scaled", scaled),
+            ("missing", missing),
+            ("shifted", shifted),
+        ] {
+            let err = tol.check(&wrong, &backwards).expect_err(what);
+            assert!(err.count > 0, "{what}: {err}");
+        }
+    }
+
     #[test]
     fn large_gemm_splits_rows() {
         let (m, k, n) = (128, 64, 48);
@@ -681,6 +743,8 @@ mod tests {
             1.0,
             0.0,
         );
-        close(&o, &naive(&a, &b, m, k, n), 1e-5);
+        // Integer-valued: every partial sum is exact, in any order and on
+        // any number of threads.
+        assert_eq!(o, naive(&a, &b, m, k, n));
     }
 }

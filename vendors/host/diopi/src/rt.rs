@@ -27,11 +27,7 @@ extern "C" {
         dtype: i32,
         device: i32,
     ) -> i32;
-    fn diopiGeneratorGetSeedAndOffset(
-        g: *const DiopiGenerator,
-        seed: *mut u64,
-        offset: *mut u64,
-    ) -> i32;
+    fn diopiGeneratorGetSeedAndOffset(g: GeneratorHandle, seed: *mut u64, offset: *mut u64) -> i32;
     fn diopiGeneratorSetSeedAndOffset(g: GeneratorHandle, seed: u64, offset: u64) -> i32;
     fn dipu_launch_host_func_raw(
         device: i32,

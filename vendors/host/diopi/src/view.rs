@@ -833,15 +833,12 @@ pub(crate) mod testutil {
     pub(crate) fn f32v(v: &mut [f32], shape: &[i64]) -> TView {
         TView::contiguous(v.as_mut_ptr() as *mut u8, dtype::F32, shape)
     }
-    /// Asserts two float slices agree within `tol` (relative + absolute).
-    pub(crate) fn close(a: &[f32], b: &[f32], tol: f32) {
-        assert_eq!(a.len(), b.len(), "lengths differ");
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!(
-                (x - y).abs() <= tol * (1.0 + y.abs()),
-                "element {i}: {x} vs {y}"
-            );
-        }
+    /// Asserts a kernel's f32 result `a` matches its CPU reference `b` under
+    /// the tolerance policy (docs/tolerance.md), for a result that sums at
+    /// most `reduction_len` terms per element.
+    #[track_caller]
+    pub(crate) fn close(a: &[f32], b: &[f32], reduction_len: usize) {
+        dipu_diopi::tolerance::assert_close(a, b, "float32", reduction_len, "kernel vs reference");
     }
 }
 

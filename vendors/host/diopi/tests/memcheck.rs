@@ -4,8 +4,6 @@
 //! ordered after it), and no kernel writes outside its tensors.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use dipu_diopi::{
     Context, ContextHandle, DiopiError, DiopiScalar, Dtype, OwnedTensor, TensorHandle,
@@ -61,14 +59,12 @@ fn freed_inputs_stay_valid_for_queued_kernels_and_guards_hold() {
     let y = rt.allocate(64 * 8 * 4, stream).unwrap();
     let w = rt.allocate(8 * 64 * 4, stream).unwrap();
     w.copy_from_host(&vec![0u8; 8 * 64 * 4], None).unwrap();
-    let open = Arc::new(AtomicBool::new(false));
-    let o = Arc::clone(&open);
+    // The stream is held until `open` is dropped (as a failed test drops it).
+    let (open, wait) = std::sync::mpsc::channel::<()>();
     dipu_diopi::launch_host_func(
         stream,
         Box::new(move || {
-            while !o.load(Ordering::Acquire) {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
+            let _ = wait.recv();
         }),
     )
     .unwrap();
@@ -90,7 +86,7 @@ fn freed_inputs_stay_valid_for_queued_kernels_and_guards_hold() {
     .is_success());
     drop(ta);
     drop(a); // freed while both kernels still wait on the stream
-    open.store(true, Ordering::Release);
+    drop(open);
     stream.synchronize().unwrap();
     let mut got = vec![0u8; n * 4];
     out.copy_to_host(&mut got, None).unwrap();

@@ -69,7 +69,7 @@ unsafe fn tensor_list(ts: *const ConstTensorHandle, n: i64) -> R<Vec<TView>> {
         .collect()
 }
 
-entry!(diopiCat(ctx: ContextHandle, out: TensorHandle, tensors: *const ConstTensorHandle, num_inputs: i64, dim: i64) {
+entry!(diopiCat(ctx: ContextHandle, out: TensorHandle, tensors: *mut ConstTensorHandle, num_inputs: i64, dim: i64) {
     let o = rt::tensor_mut(out, "out")?;
     let ins = tensor_list(tensors, num_inputs)?;
     let d = norm_dim(dim, o.ndim, "dim")?;
@@ -89,7 +89,7 @@ entry!(diopiCat(ctx: ContextHandle, out: TensorHandle, tensors: *const ConstTens
     go(ctx, out, move || index::cat(&o, &ins, d))
 });
 
-entry!(diopiStack(ctx: ContextHandle, out: TensorHandle, tensors: *const ConstTensorHandle, num_tensors: i64, dim: i64) {
+entry!(diopiStack(ctx: ContextHandle, out: TensorHandle, tensors: *mut ConstTensorHandle, num_tensors: i64, dim: i64) {
     let o = rt::tensor_mut(out, "out")?;
     let ins = tensor_list(tensors, num_tensors)?;
     let d = norm_dim(dim, o.ndim, "dim")?;

@@ -185,18 +185,18 @@ fn abort_ends_a_wait_for_a_missing_rank() {
             stream,
         )
         .unwrap();
+        // Usually lets the operation start waiting for rank 1 (which never
+        // comes: the checks below hold either way).
         std::thread::sleep(Duration::from_millis(50));
         assert!(
             !host.stream_query(stream).unwrap(),
             "the operation waits for rank 1"
         );
         host.comm_async_error(comm).expect("no error while waiting");
-        let t = Instant::now();
         host.comm_abort(comm).unwrap();
         host.stream_synchronize(stream)
             .expect("the stream is not poisoned");
-        // Far sooner than the 20 s timeout; slack for a loaded machine.
-        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // The abort ended the wait, not the 20 s timeout: the error says so.
         let e = host.comm_async_error(comm).unwrap_err();
         assert!(
             e.message().contains("rank 0 aborted the communicator"),
@@ -232,8 +232,12 @@ fn timeout_ends_an_endless_wait() {
         host.broadcast(buf, buf, 4, DataType::I32, 0, comm, S)
             .unwrap();
         host.stream_synchronize(S).unwrap();
-        // Not forever: about the 0.2 s timeout, with slack for a loaded machine.
-        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // Not forever, and not before the 0.2 s timeout.
+        assert!(
+            t.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
         let e = host.comm_async_error(comm).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Timeout);
         let m = e.message();

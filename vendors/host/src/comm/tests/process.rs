@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dipu_deviceapi::{DataType, DeviceApi, ReduceOp, StreamHandle};
 
@@ -65,19 +65,43 @@ fn spawn_with(role: &str, (rank, world, id): (usize, usize, &[u8]), env: &[(&str
         .expect("spawn the test binary")
 }
 
-/// Waits for `child` at most `limit`; kills it if it takes longer.
+/// How long a child may run before it counts as hung: far beyond what a
+/// slow machine takes, and beyond the children's 30 s communicator timeout.
+const HANG: Duration = Duration::from_secs(120);
+
+/// Waits for `child` to exit (its standard output, read to the end,
+/// closing), at most `limit`; kills it if it takes longer.
 fn finish(mut child: Child, limit: Duration) -> bool {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status.success();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let (closed, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        let _ = closed.send(());
+    });
+    if exited.recv_timeout(limit).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return false;
+    }
+    child.wait().expect("wait for a child").success()
+}
+
+/// Waits for every child (see [`finish`]) before asserting that each
+/// succeeded: a failure leaves none running.
+fn finish_all(children: Vec<Child>) {
+    let ok: Vec<bool> = children.into_iter().map(|c| finish(c, HANG)).collect();
+    for (rank, ok) in ok.into_iter().enumerate() {
+        assert!(ok, "child rank {rank} failed");
+    }
+}
+
+/// A child killed and reaped when dropped, a failed test's too.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -238,7 +262,10 @@ fn child() {
                 .expect("all_reduce");
             }
             println!("ready");
-            std::thread::sleep(Duration::from_secs(60));
+            // Blocks until the parent kills it.
+            loop {
+                std::thread::park();
+            }
         }
         other => panic!("unknown role {other}"),
     }
@@ -251,12 +278,7 @@ fn two_processes_all_reduce() {
     let children: Vec<Child> = (0..2)
         .map(|rank| spawn("allreduce", rank, 2, &id))
         .collect();
-    for (rank, child) in children.into_iter().enumerate() {
-        assert!(
-            finish(child, Duration::from_secs(60)),
-            "child rank {rank} failed"
-        );
-    }
+    finish_all(children);
     assert_no_segment(&id);
 }
 
@@ -271,12 +293,7 @@ fn run_children(
     let children: Vec<Child> = (0..world)
         .map(|rank| spawn_with(role, (rank, world, &id), &env(rank)))
         .collect();
-    for (rank, child) in children.into_iter().enumerate() {
-        assert!(
-            finish(child, Duration::from_secs(60)),
-            "child rank {rank} failed"
-        );
-    }
+    finish_all(children);
     assert_no_segment(&id);
 }
 
@@ -339,13 +356,12 @@ fn an_unreadable_peer_buffer_fails_the_communicator() {
 }
 
 /// A peer process killed in the middle of a collective: this rank's
-/// operation fails within about a second (well before its timeout) with an
-/// error naming it.
+/// operation fails (before its timeout) with an error naming it.
 #[test]
 fn a_killed_peer_process_fails_the_wait() {
     let host = vendor(1);
     let id = host.comm_get_unique_id().unwrap();
-    let mut child = spawn("hang", 1, 2, &id);
+    let mut child = KillOnDrop(spawn("hang", 1, 2, &id));
     let comm = host.comm_init_rank(2, &id, 0).unwrap();
     let r = Rank {
         host: &host,
@@ -354,17 +370,16 @@ fn a_killed_peer_process_fails_the_wait() {
         world: 2,
     };
     assert!(all_reduce(&r, 1001) == expected(2, 1001));
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut stdout = BufReader::new(child.0.stdout.take().expect("piped"));
     let mut line = String::new();
     while !line.contains("ready") {
         line.clear();
         let n = stdout.read_line(&mut line).expect("child output");
         assert!(n > 0, "the child ended before it was ready");
     }
-    let pid = child.id();
-    child.kill().expect("SIGKILL");
+    let pid = child.0.id();
+    child.0.kill().expect("SIGKILL");
     let buf = r.upload(&vec![0u8; BIG * 4]);
-    let t = Instant::now();
     // SAFETY: a live buffer, stream and communicator.
     unsafe {
         host.all_reduce(
@@ -378,7 +393,8 @@ fn a_killed_peer_process_fails_the_wait() {
         )
         .unwrap();
         host.stream_synchronize(StreamHandle::DEFAULT).unwrap();
-        let waited = t.elapsed();
+        // The peer's exit ended the wait, not the 30 s timeout: the error
+        // says so.
         let e = host.comm_async_error(comm).unwrap_err();
         assert!(
             e.message().contains(&format!(
@@ -386,11 +402,9 @@ fn a_killed_peer_process_fails_the_wait() {
             )),
             "{e}"
         );
-        // Far sooner than the 20 s timeout; slack for a loaded machine.
-        assert!(waited < Duration::from_secs(5), "{waited:?}");
         host.comm_destroy(comm).unwrap();
     }
-    let _ = child.wait();
+    drop(child);
     r.free(buf);
     assert_no_segment(&id);
 }

@@ -1,0 +1,5 @@
+//! Unit tests: the bindings against the Khronos headers, and the vendor on
+//! PoCL.
+
+mod headers;
+mod pocl;
