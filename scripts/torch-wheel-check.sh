@@ -48,7 +48,7 @@ echo "torch-wheel-check: $(basename "$wheel"), $(du -m "$wheel" | cut -f1) MiB, 
 "$python" -m venv --without-pip "$tmp/venv"
 venv_python="$tmp/venv/bin/python"
 site=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-# torch and the closure of its requirements, linked from .venv-torch.
+# torch, numpy and the closure of their requirements, linked from .venv-torch.
 "$python" - "$site" <<'PY'
 import errno, os, shutil, sys
 from importlib import metadata
@@ -56,7 +56,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 site = sys.argv[1]
-todo, done, absent, files, copied = ["torch"], set(), set(), 0, 0
+# numpy: torch_dipu requires it (the tolerance policy op_tools compares with).
+todo, done, absent, files, copied = ["torch", "numpy"], set(), set(), 0, 0
 while todo:
     name = canonicalize_name(todo.pop())
     if name in done or name in absent:
@@ -133,6 +134,22 @@ grep -qx '\[mul.out\]: diopiMulScalar' err.txt || { echo "torch-wheel-check: mul
 if grep -q 'dipu_fallback' err.txt; then
   echo "torch-wheel-check: an op fell back to the CPU:" >&2; cat err.txt >&2; exit 1
 fi
+# The op tools ship in the wheel under both names, with the tolerance
+# policy's helper (torch_dipu.tolerance, from adapters/dipu_tolerance.py).
+cat >tools.py <<'PY'
+import os, sys
+import torch, op_tools, torch_dipu
+import torch_dipu.op_tools
+from torch_dipu import tolerance
+assert torch_dipu.op_tools is op_tools and op_tools.__file__.startswith(sys.prefix + os.sep)
+assert tolerance.tolerance("float32") == (1e-5, 1.3e-6)
+with op_tools.OpAutoCompare() as ac:
+    (torch.ones(3, device="dipu") * 2).sum()
+assert ac.results and all(r["allclose"] is True for r in ac.results), ac.results
+print("op_tools:", len(ac.results), "results match")
+PY
+env -u PYTHONPATH "$venv_python" tools.py >tools.txt 2>&1 || { cat tools.txt >&2; exit 1; }
+tail -1 tools.txt
 out=$(env -u PYTHONPATH "$venv_python" -m torch_dipu script.py dipu)
 echo "$out"
 [ "$out" = "script: 10.0 dipu:0" ] || { echo "torch-wheel-check: python -m torch_dipu printed '$out'" >&2; exit 1; }

@@ -99,12 +99,19 @@ def _find_ninja():
 
 
 class clean_build_py(build_py):
-    """Starts the package's build directory afresh, so a wheel holds what this
-    build made, not files left there by an earlier one."""
+    """Starts the packages' build directories afresh, so a wheel holds what
+    this build made, not files left there by an earlier one, and adds the
+    tolerance policy's helper (adapters/dipu_tolerance.py, docs/tolerance.md)
+    as torch_dipu.tolerance, which op_tools uses."""
 
     def run(self):
-        shutil.rmtree(os.path.join(self.build_lib, "torch_dipu"), ignore_errors=True)
+        for package in ("torch_dipu", "op_tools"):
+            shutil.rmtree(os.path.join(self.build_lib, package), ignore_errors=True)
         super().run()
+        policy = os.path.join(repo, "adapters", "dipu_tolerance.py")
+        if not os.path.exists(policy):
+            _fail(f"{policy} is missing: build from the dipu-rs checkout")
+        self.copy_file(policy, os.path.join(self.build_lib, "torch_dipu", "tolerance.py"))
 
 
 def _precompiled_header(cpp_extension):

@@ -19,6 +19,8 @@ fn dipu_with(args: &[&str], env: &[(&str, &str)]) -> Output {
         "DIPU_HOST_MEMORY",
         "DIPU_HOST_FAIL_MALLOC_AT",
         "DIPU_HOST_FAIL_MALLOC_AFTER_BYTES",
+        "DIPU_HOST_COLLECTIVES",
+        "DIPU_COMM_STAGED_TRANSPORT",
     ] {
         cmd.env_remove(var);
     }
@@ -75,12 +77,63 @@ fn tiny_run_prints_the_table() {
 }
 
 #[test]
+fn the_host_staged_paths_run_beside_the_native_one() {
+    let out = dipu(&[
+        "bench",
+        "comm",
+        "--sizes",
+        "1",
+        "--iterations",
+        "2",
+        "--paths",
+        "native,staged-shm,staged-tcp",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    for words in [
+        "own collectives",
+        "pinned -> shared memory",
+        "pinned -> TCP",
+    ] {
+        assert!(stdout.contains(words), "no table of `{words}`:\n{stdout}");
+    }
+    // `   1 MiB   0.850   1.00   0.400   0.47   0.300   0.35`
+    let head = stdout
+        .lines()
+        .position(|l| l.contains("staged-shm") && l.contains("ratio"))
+        .unwrap_or_else(|| panic!("no comparison:\n{stdout}"));
+    let row: Vec<f64> = stdout
+        .lines()
+        .nth(head + 1)
+        .and_then(|l| l.trim_start().strip_prefix("1 MiB"))
+        .unwrap_or_else(|| panic!("no 1 MiB comparison row:\n{stdout}"))
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(row.len(), 6, "{row:?}");
+    assert_eq!(row[1], 1.0, "native against itself: {row:?}");
+    assert!(row.iter().all(|v| *v > 0.0), "{row:?}");
+    // Bandwidths are printed to 0.0005, ratios to 0.005: a ratio lies
+    // between what the printed bandwidths allow.
+    let native = row[0];
+    for (busbw, ratio) in [(row[2], row[3]), (row[4], row[5])] {
+        let low = (busbw - 0.0005) / (native + 0.0005) - 0.005;
+        let high = (busbw + 0.0005) / (native - 0.0005).max(1e-9) + 0.005;
+        assert!(
+            (low..=high).contains(&ratio),
+            "a ratio is its busbw over native's: {row:?}"
+        );
+    }
+}
+
+#[test]
 fn bad_arguments_fail_clearly() {
     for (args, says) in [
         (&["--ranks", "0"][..], "--ranks"),
         (&["--ranks", "1"][..], "not in 2..=64"),
         (&["--sizes", "0"][..], "--sizes"),
         (&["--iterations", "0"][..], "--iterations"),
+        (&["--paths", "staged"][..], "staged-shm"),
     ] {
         let mut all = vec!["bench", "comm"];
         all.extend_from_slice(args);

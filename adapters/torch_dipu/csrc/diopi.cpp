@@ -6,6 +6,7 @@
 
 #include "generator.h"
 
+#include <ATen/TensorIterator.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/allclose.h>
@@ -353,6 +354,14 @@ Dest::Dest(const at::Tensor& out, c10::IntArrayRef size, at::ScalarType dtype)
 
 void Dest::finish() {
   if (!direct_) out_.copy_(tmp_);
+}
+
+at::Tensor elementwise_out(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out;
+  // TensorIterator allocates the undefined output (on a's device, through
+  // dipu's empty_strided) and launches nothing.
+  auto iter = at::TensorIterator::binary_op(out, a, b);
+  return iter.output();
 }
 
 std::array<int64_t, 2> pair(c10::IntArrayRef a, c10::IntArrayRef dflt) {

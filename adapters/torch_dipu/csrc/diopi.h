@@ -249,6 +249,10 @@ inline c10::IntArrayRef ints(c10::SymIntArrayRef a) { return C10_AS_INTARRAYREF_
 inline int64_t ival(const c10::SymInt& s) { return s.expect_int(); }
 // A 2-element pooling parameter: `a` (1 or 2 values), `dflt` when empty.
 std::array<int64_t, 2> pair(c10::IntArrayRef a, c10::IntArrayRef dflt);
+// A new output of an elementwise op of `a` and `b`: the broadcast size,
+// the common dtype and the strides ATen's TensorIterator gives it (the
+// memory format of the inputs, the first one's first).
+at::Tensor elementwise_out(const at::Tensor& a, const at::Tensor& b);
 // The memory format of a 2-d convolution's output and gradients: channels
 // last when the input or the weight is (ATen's rule for its CPU and CUDA
 // backends), else contiguous.

@@ -118,6 +118,8 @@ void init_dicl(pybind11::module_& m);
 // torch_dipu._C._profiler_* (kineto.cpp).
 void init_profiler(pybind11::module_& m);
 void init_memory_history(pybind11::module_& m);
+// torch_dipu._C._finish_autograd_threads (autograd_exit.cpp).
+void init_autograd_exit(pybind11::module_& m);
 }  // namespace torch_dipu
 
 PYBIND11_MODULE(_C, m) {
@@ -126,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
   init_dicl(m);
   init_profiler(m);
   init_memory_history(m);
+  init_autograd_exit(m);
   m.def("_device_count", torch::wrap_pybind_function([] { return device_count(); }));
   m.def("_vendor_name", torch::wrap_pybind_function(vendor_name));
   m.def("_vendor_capabilities", torch::wrap_pybind_function(vendor_capabilities));

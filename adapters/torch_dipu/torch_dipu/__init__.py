@@ -7,7 +7,9 @@ dipu-rs vendor. With DIPU_MOCK_CUDA=True a script written for CUDA runs
 unchanged on dipu. See docs/torch.md.
 """
 
+import atexit
 import os
+import sys
 
 import torch
 
@@ -49,6 +51,30 @@ _inductor.install(dipu)  # torch.compile's default backend on dipu (lazy)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
+
+
+
+def _finish_autograd_at_exit():
+    """Before the interpreter finalizes: waits until dipu's autograd threads
+    have finished the backward passes they ran, so that none of them takes
+    the GIL in a finalizing interpreter (which aborts the process with
+    "terminate called without an active exception"; csrc/autograd_exit.cpp
+    tells why). Waits at most TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT seconds
+    (torch's limit for its own wait on these threads at exit; default 10,
+    0 or less: no wait)."""
+    try:
+        limit = float(os.environ.get("TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT", "10"))
+    except ValueError:
+        limit = 10.0
+    if limit <= 0:
+        return
+    outcome = _C._finish_autograd_threads(limit)
+    if outcome not in ("idle", "drained"):
+        print(f"torch_dipu: at exit, dipu's autograd threads did not finish ({outcome})",
+              file=sys.stderr)
+
+
+atexit.register(_finish_autograd_at_exit)
 
 if os.environ.get("DIPU_MOCK_CUDA", "").lower() in ("1", "true", "on", "yes"):
     from . import mock_cuda

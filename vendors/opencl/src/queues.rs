@@ -150,7 +150,8 @@ impl Queues {
 
 impl Platform {
     /// The queue of `stream` and its device: the default stream is the
-    /// current device's default queue; any other must be a live stream.
+    /// current device's default queue; any other must be a live stream or
+    /// a device's default queue named by its handle.
     pub(crate) fn queue(&self, stream: StreamHandle) -> Result<(Queue, i32)> {
         if stream.is_default() {
             let device = crate::device::current_device();
@@ -162,6 +163,11 @@ impl Platform {
             return Ok((*q, device));
         }
         let q = Queue::from_raw(stream.as_raw());
+        // A default queue by its own handle: what `native_stream` names
+        // (a kernel library passes it back, e.g. to `launch_host_func`).
+        if let Some(device) = self.queues.defaults.iter().position(|d| d.raw() == q.raw()) {
+            return Ok((q, device as i32));
+        }
         match self.queues.created.lock().get(&q.raw()) {
             Some(&device) => Ok((q, device)),
             None => Err(Error::invalid_argument(format!(

@@ -33,12 +33,13 @@ macro_rules! elem {
 }
 elem!(f16, bf16, f32, f64, i8, u8, i16, i32, i64, u32, u64);
 
-/// `out` = the element-wise fold of `rows` (each `out.len()` bytes): each
-/// element read as `T`, widened by `up`, combined in rank order, divided by
+/// `out` = the element-wise fold of `rows` (each `out.len()` bytes; `None`
+/// is `out`'s own bytes, read before they are overwritten): each element
+/// read as `T`, widened by `up`, combined in rank order, divided by
 /// `average` (`Avg`) and narrowed by `down`. Generic over the functions, so
 /// that every type and operator gets its own inlined loop.
 fn fold_with<T: Elem, A: Copy>(
-    rows: &[&[u8]],
+    rows: &[Option<&[u8]>],
     out: &mut [u8],
     up: impl Fn(T) -> A,
     combine: impl Fn(A, A) -> A,
@@ -53,14 +54,18 @@ fn fold_with<T: Elem, A: Copy>(
         let len = CHUNK.min(count - start);
         let span = start * T::SIZE..(start + len) * T::SIZE;
         acc.clear();
-        acc.extend(
-            rows[0][span.clone()]
-                .chunks_exact(T::SIZE)
-                .map(|b| up(T::read(b))),
-        );
-        for row in &rows[1..] {
-            for (a, b) in acc.iter_mut().zip(row[span.clone()].chunks_exact(T::SIZE)) {
-                *a = combine(*a, up(T::read(b)));
+        {
+            // This chunk of every row (read before `out` is written).
+            let own: &[u8] = out;
+            let rows: Vec<&[u8]> = rows
+                .iter()
+                .map(|r| &r.unwrap_or(own)[span.clone()])
+                .collect();
+            acc.extend(rows[0].chunks_exact(T::SIZE).map(|b| up(T::read(b))));
+            for row in &rows[1..] {
+                for (a, b) in acc.iter_mut().zip(row.chunks_exact(T::SIZE)) {
+                    *a = combine(*a, up(T::read(b)));
+                }
             }
         }
         for (a, b) in acc.iter().zip(out[span].chunks_exact_mut(T::SIZE)) {
@@ -129,7 +134,7 @@ macro_rules! int_fold {
 }
 
 /// Folds rows into an output of the same length.
-type Kernel = Box<dyn Fn(&[&[u8]], &mut [u8])>;
+type Kernel = Box<dyn Fn(&[Option<&[u8]>], &mut [u8])>;
 
 /// The fold of `dtype` under `op`, if there is one.
 fn kernel(dtype: DataType, op: ReduceOp) -> Option<Kernel> {
@@ -150,11 +155,18 @@ fn kernel(dtype: DataType, op: ReduceOp) -> Option<Kernel> {
 }
 
 /// Sets `out` to the element-wise `op` of `rows` (rank order, each as long
-/// as `out`, whole `dtype` elements).
-pub(crate) fn fold(dtype: DataType, op: ReduceOp, rows: &[&[u8]], out: &mut [u8]) -> Result<()> {
+/// as `out`, whole `dtype` elements; `None` is `out`'s own bytes, as this
+/// rank's row is when the result replaces it).
+pub(crate) fn fold(
+    dtype: DataType,
+    op: ReduceOp,
+    rows: &[Option<&[u8]>],
+    out: &mut [u8],
+) -> Result<()> {
     let kernel = kernel(dtype, op).ok_or_else(|| unsupported(dtype, op))?;
     let size = dtype.size_in_bytes();
-    if rows.is_empty() || out.len() % size != 0 || rows.iter().any(|r| r.len() != out.len()) {
+    let fits = |r: &Option<&[u8]>| r.is_none_or(|r| r.len() == out.len());
+    if rows.is_empty() || out.len() % size != 0 || !rows.iter().all(fits) {
         return Err(Error::new(
             ErrorKind::Internal,
             format!(
@@ -200,7 +212,7 @@ mod tests {
 
     fn run<T: Elem>(dtype: DataType, op: ReduceOp, rows: &[Vec<T>]) -> Vec<T> {
         let rows: Vec<Vec<u8>> = rows.iter().map(|r| bytes(r)).collect();
-        let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let refs: Vec<Option<&[u8]>> = rows.iter().map(|r| Some(r.as_slice())).collect();
         let mut out = vec![0u8; rows[0].len()];
         fold(dtype, op, &refs, &mut out).unwrap();
         values(&out)
@@ -272,7 +284,39 @@ mod tests {
     fn mismatched_rows_are_an_error() {
         let (a, b) = (vec![0u8; 8], vec![0u8; 4]);
         let mut out = vec![0u8; 8];
-        let e = fold(DataType::F32, ReduceOp::Sum, &[&a, &b], &mut out).unwrap_err();
+        let e = fold(
+            DataType::F32,
+            ReduceOp::Sum,
+            &[Some(&a), Some(&b)],
+            &mut out,
+        )
+        .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Internal);
+    }
+
+    #[test]
+    fn the_output_can_be_a_row() {
+        // Rank 1's row is the output itself, read before it is written.
+        let (a, c) = (bytes(&[1i32, 2, 3]), bytes(&[100i32, 200, 300]));
+        let mut out = bytes(&[10i32, 20, 30]);
+        fold(
+            DataType::I32,
+            ReduceOp::Sum,
+            &[Some(&a), None, Some(&c)],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(values::<i32>(&out), [111, 222, 333]);
+        let n = 2 * CHUNK + 5;
+        let mut out = bytes(&vec![2.0f64; n]);
+        let other = bytes(&vec![3.0f64; n]);
+        fold(
+            DataType::F64,
+            ReduceOp::Prod,
+            &[None, Some(&other)],
+            &mut out,
+        )
+        .unwrap();
+        assert!(values::<f64>(&out).iter().all(|v| *v == 6.0));
     }
 }

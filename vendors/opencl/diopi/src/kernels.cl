@@ -130,8 +130,6 @@ acc_t apply(int op, acc_t x, acc_t y, acc_t z, acc_t p0, acc_t p1) {
     case 28: return x == y;
     case 29: return x != y;
     case 30: return fabs(x);
-    case 31: return sin(x);
-    case 32: return cos(x);
     case 33: return x * (1 - y * y);
     case 34: return x * y * (1 - y);
     case 35: return x * x;

@@ -368,3 +368,42 @@ pub(crate) fn launch(q: Obj, kernel: &'static str, args: &[Arg], n: i64) -> R<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(shape: &[i64], strides: &[i64]) -> T {
+        T {
+            ptr: std::ptr::null_mut(),
+            dtype: dtype::F32,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_descriptor_has_the_layout_of_kernels_cl() {
+        assert_eq!(std::mem::size_of::<Td>(), 136);
+        assert_eq!(std::mem::offset_of!(Td, stride), 64);
+        assert_eq!(std::mem::offset_of!(Td, ndim), 128);
+        assert_eq!(std::mem::offset_of!(Td, dtype), 132);
+        assert!(SOURCE
+            .contains("long shape[MAXD];\n    long stride[MAXD];\n    int ndim;\n    int dtype;"));
+    }
+
+    #[test]
+    fn broadcasting_gives_zero_strides_and_refuses_mismatches() {
+        let b = Td::bcast(&t(&[4], &[2]), &[3, 4], "other").unwrap();
+        assert_eq!(
+            (b.ndim, &b.shape[..2], &b.stride[..2]),
+            (2, &[3, 4][..], &[0, 2][..])
+        );
+        let one = Td::bcast(&t(&[3, 1], &[5, 5]), &[3, 4], "other").unwrap();
+        assert_eq!(&one.stride[..2], &[5, 0]);
+        let e = Td::bcast(&t(&[5], &[1]), &[3, 4], "other").unwrap_err();
+        assert!(e.msg.contains("does not broadcast"), "{}", e.msg);
+        assert!(Td::bcast(&t(&[2, 3, 4], &[12, 4, 1]), &[3, 4], "x").is_err());
+        assert_eq!(Td::none().dtype, -1);
+    }
+}

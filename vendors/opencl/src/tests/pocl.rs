@@ -561,3 +561,47 @@ fn a_missing_loader_or_platform_is_a_clear_error() {
         v.version()
     );
 }
+
+#[test]
+fn native_stream_names_each_devices_default_queue() {
+    let v = vendor();
+    v.set_device(0).unwrap();
+    let q0 = v.native_stream(StreamHandle::DEFAULT).unwrap();
+    assert_ne!(q0, 0, "the default stream is a real queue");
+    let s = v.stream_create(0).unwrap();
+    assert_eq!(
+        v.native_stream(s).unwrap(),
+        s.as_raw(),
+        "a created stream is its queue"
+    );
+    assert_ne!(s.as_raw(), q0);
+    if v.device_count().unwrap() > 1 {
+        v.set_device(1).unwrap();
+        let q1 = v.native_stream(StreamHandle::DEFAULT).unwrap();
+        assert!(q1 != 0 && q1 != q0, "each device has its own default queue");
+        v.set_device(0).unwrap();
+    }
+    assert_eq!(v.native_stream(StreamHandle::DEFAULT).unwrap(), q0);
+    // The named default queue is accepted back as a stream (a kernel
+    // library queues host functions on what diopiGetStream gave it).
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&ran);
+    let named = StreamHandle::from_raw(q0);
+    // SAFETY: device 0's default queue, by its handle.
+    unsafe {
+        v.launch_host_func(
+            named,
+            Box::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+    }
+    .unwrap();
+    // SAFETY: as above.
+    unsafe { v.stream_synchronize(named) }.unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    // SAFETY: a live stream of `v`, destroyed once.
+    unsafe { v.stream_destroy(s) }.unwrap();
+    let err = v.native_stream(s).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}

@@ -41,6 +41,56 @@ struct Inbox {
 struct Mailbox {
     inbox: Mutex<Inbox>,
     arrived: Condvar,
+    /// Buffers of frames already used, for the next frames (no fresh pages
+    /// to fault in for every message).
+    spare: Mutex<Vec<Vec<u8>>>,
+}
+
+/// The most used buffers a mailbox keeps.
+const SPARE: usize = 4;
+
+impl Mailbox {
+    /// An empty buffer with room for `len` bytes: a spare one if it fits.
+    fn buffer(&self, len: usize) -> std::result::Result<Vec<u8>, String> {
+        let mut spare = self.spare.lock();
+        if let Some(at) = spare.iter().position(|b| b.capacity() >= len) {
+            return Ok(spare.swap_remove(at));
+        }
+        drop(spare);
+        let mut data = Vec::new();
+        data.try_reserve_exact(len)
+            .map_err(|_| format!("no memory for a frame of {len} bytes"))?;
+        Ok(data)
+    }
+}
+
+/// A received frame's bytes; its buffer goes back to its mailbox when
+/// dropped.
+pub(crate) struct Frame {
+    data: Vec<u8>,
+    home: Arc<Mailbox>,
+}
+
+impl std::ops::Deref for Frame {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        let mut data = std::mem::take(&mut self.data);
+        data.clear();
+        let mut spare = self.home.spare.lock();
+        if spare.len() < SPARE {
+            spare.push(data);
+        } else if let Some(smallest) = spare.iter_mut().min_by_key(|b| b.capacity()) {
+            if smallest.capacity() < data.capacity() {
+                *smallest = data;
+            }
+        }
+    }
 }
 
 /// One peer: the socket this rank writes to, and its mailbox.
@@ -223,7 +273,7 @@ fn start_peer(rank: usize, socket: TcpStream) -> Result<Peer> {
         .name("dipu-comm-tcp-rx".into())
         .spawn(move || {
             let why = loop {
-                match read_frame(&mut reader) {
+                match read_frame(&mut reader, &filled) {
                     Ok((tag, data)) => {
                         let mut inbox = filled.inbox.lock();
                         inbox.frames.entry(tag).or_default().push_back(data);
@@ -240,7 +290,10 @@ fn start_peer(rank: usize, socket: TcpStream) -> Result<Peer> {
 }
 
 /// One frame, or why there is none.
-fn read_frame(socket: &mut TcpStream) -> std::result::Result<(u64, Vec<u8>), String> {
+fn read_frame(
+    socket: &mut TcpStream,
+    mailbox: &Mailbox,
+) -> std::result::Result<(u64, Vec<u8>), String> {
     let mut header = [0u8; 16];
     match socket.read_exact(&mut header) {
         Ok(()) => {}
@@ -252,10 +305,8 @@ fn read_frame(socket: &mut TcpStream) -> std::result::Result<(u64, Vec<u8>), Str
     let tag = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
     let len = u64::from_le_bytes(header[8..].try_into().expect("8 bytes"));
     let len = usize::try_from(len).map_err(|_| format!("a frame of {len} bytes"))?;
-    let mut data = Vec::new();
-    data.try_reserve_exact(len)
-        .map_err(|_| format!("no memory for a frame of {len} bytes"))?;
-    // Read into the reserved room, without zeroing it first.
+    let mut data = mailbox.buffer(len)?;
+    // Read into the room, without zeroing it first.
     let got = socket
         .take(len as u64)
         .read_to_end(&mut data)
@@ -304,12 +355,15 @@ impl Mesh {
         tag: u64,
         shared: &Shared,
         (deadline, timeout): (Instant, Duration),
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Frame> {
         let mailbox = &self.peer(rank)?.mailbox;
         let mut inbox = mailbox.inbox.lock();
         loop {
-            if let Some(frame) = inbox.frames.get_mut(&tag).and_then(VecDeque::pop_front) {
-                return Ok(frame);
+            if let Some(data) = inbox.frames.get_mut(&tag).and_then(VecDeque::pop_front) {
+                return Ok(Frame {
+                    data,
+                    home: Arc::clone(mailbox),
+                });
             }
             if let Some(why) = &inbox.closed {
                 return Err(Error::new(

@@ -19,14 +19,14 @@ mod mesh;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dipu_deviceapi::{DataType, Error, ReduceOp, Result};
+use dipu_deviceapi::{DataType, Error, ErrorKind, ReduceOp, Result};
 
 use super::batch::{HostOp, Layout};
 use super::reduce::fold;
 use super::rendezvous::Setup;
 use super::shared::{safety_deadline, Shared};
 use super::Transport;
-use mesh::Mesh;
+use mesh::{Frame, Mesh};
 
 /// Point-to-point tags have this bit set; collective tags do not.
 const P2P: u64 = 1 << 63;
@@ -94,7 +94,7 @@ impl Tcp {
         (safety_deadline(self.timeout), self.timeout)
     }
 
-    fn recv_exact(&self, from: usize, tag: u64, len: usize) -> Result<Vec<u8>> {
+    fn recv_exact(&self, from: usize, tag: u64, len: usize) -> Result<Frame> {
         let frame = self.mesh.recv(from, tag, &self.shared, self.deadline())?;
         if frame.len() != len {
             return Err(Error::invalid_argument(format!(
@@ -111,26 +111,24 @@ impl Tcp {
         (0..self.size).filter(move |r| *r != me)
     }
 
-    /// Rank `owner`'s fold of the rows every rank sends it (its own row
-    /// being `mine`), under `tag`.
-    fn fold_rows(
+    /// Replaces `mine` with the fold, in rank order, of the rows every
+    /// other rank sends under `tag` and `mine` itself.
+    fn fold_into(
         &self,
-        mine: &[u8],
+        mine: &mut [u8],
         tag: u64,
         (dtype, op): (DataType, ReduceOp),
-    ) -> Result<Vec<u8>> {
-        let mut rows = Vec::with_capacity(self.size);
+    ) -> Result<()> {
+        let mut frames = Vec::with_capacity(self.size);
         for r in 0..self.size {
-            rows.push(if r == self.rank {
+            frames.push(if r == self.rank {
                 None
             } else {
                 Some(self.recv_exact(r, tag, mine.len())?)
             });
         }
-        let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_deref().unwrap_or(mine)).collect();
-        let mut out = vec![0u8; mine.len()];
-        fold(dtype, op, &refs, &mut out)?;
-        Ok(out)
+        let rows: Vec<Option<&[u8]>> = frames.iter().map(|f| f.as_deref()).collect();
+        fold(dtype, op, &rows, mine)
     }
 
     fn collective(&mut self, s: &mut Staging, op: HostOp) -> Result<()> {
@@ -151,8 +149,7 @@ impl Tcp {
                     self.mesh.send(r, tag(0), &data[block(count, n, r, size)])?;
                 }
                 let mine = block(count, n, me, size);
-                let folded = self.fold_rows(&data[mine.clone()], tag(0), (dtype, op))?;
-                data[mine.clone()].copy_from_slice(&folded);
+                self.fold_into(&mut data[mine.clone()], tag(0), (dtype, op))?;
                 for r in self.others() {
                     self.mesh.send(r, tag(1), &data[mine.clone()])?;
                 }
@@ -173,8 +170,7 @@ impl Tcp {
                 if me != root {
                     return self.mesh.send(root, tag(0), data);
                 }
-                let folded = self.fold_rows(data, tag(0), (dtype, op))?;
-                data.copy_from_slice(&folded);
+                self.fold_into(data, tag(0), (dtype, op))?;
             }
             HostOp::Broadcast { at, bytes, root } => {
                 let data = s.bytes(at, bytes);
@@ -206,14 +202,22 @@ impl Tcp {
                 op,
             } => {
                 let bytes = count * dtype.size_in_bytes();
-                let all = s.bytes(send, bytes * n);
+                // The layout puts the output after the input.
+                let gap = recv.checked_sub(send).filter(|g| *g >= bytes * n);
+                let gap = gap.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Internal,
+                        "a reduce-scatter's output before its input",
+                    )
+                })?;
+                let (all, out) = s.bytes(send, gap + bytes).split_at_mut(gap);
                 for r in self.others() {
                     self.mesh
                         .send(r, tag(0), &all[r * bytes..(r + 1) * bytes])?;
                 }
-                let folded =
-                    self.fold_rows(&all[me * bytes..(me + 1) * bytes], tag(0), (dtype, op))?;
-                s.bytes(recv, bytes).copy_from_slice(&folded);
+                let out = &mut out[..bytes];
+                out.copy_from_slice(&all[me * bytes..(me + 1) * bytes]);
+                self.fold_into(out, tag(0), (dtype, op))?;
             }
             HostOp::Send { .. } | HostOp::Recv { .. } => {}
         }

@@ -98,9 +98,8 @@ fn gemm(q: Q, out: &V, a: &V, w: &V, c: Option<&V>, alpha: f64, beta: f64) -> R<
 
 /// `t` broadcast to [1, m, n] (a bias or an addmm input).
 fn bias_view(t: &T, m: i64, n: i64, name: &str) -> R<V> {
-    let td = Td::bcast(t, &[m, n], name)?;
-    let strides = td_strides(t, &[m, n])?;
-    let _ = td;
+    Td::bcast(t, &[m, n], name)?;
+    let strides = bcast_strides(t, &[m, n]);
     Ok(V {
         t: t.clone(),
         shape: [1, m, n],
@@ -108,8 +107,10 @@ fn bias_view(t: &T, m: i64, n: i64, name: &str) -> R<V> {
     })
 }
 
-/// The broadcast strides of `t` against `shape` (checked by `Td::bcast`).
-fn td_strides(t: &T, shape: &[i64]) -> R<Vec<i64>> {
+/// The strides of `t` read at the positions of `shape`, which it
+/// broadcasts to (checked by [`Td::bcast`]): 0 where it has size 1 or
+/// lacks the dimension.
+fn bcast_strides(t: &T, shape: &[i64]) -> Vec<i64> {
     let lead = shape.len() - t.ndim();
     let mut s = vec![0; shape.len()];
     for d in 0..t.ndim() {
@@ -119,7 +120,7 @@ fn td_strides(t: &T, shape: &[i64]) -> R<Vec<i64>> {
             t.strides[d]
         };
     }
-    Ok(s)
+    s
 }
 
 /// `t` ([..., k], at least 1-D) as a [rows, k] matrix: its leading
@@ -291,8 +292,8 @@ entry! {
     fn diopiBaddbmm[ctx, q](out: TensorHandle, input: ConstTensorHandle, batch1: ConstTensorHandle, batch2: ConstTensorHandle, beta: f64, alpha: f64) {
         let o = V::batch(&rt::tensor_mut(out, "out")?, "out")?;
         let i = rt::tensor(input, "input")?;
-        let st = td_strides(&i, &o.shape)?;
         Td::bcast(&i, &o.shape, "input")?;
+        let st = bcast_strides(&i, &o.shape);
         let c = V { t: i, shape: o.shape, strides: [st[0], st[1], st[2]] };
         gemm(q, &o, &V::batch(&rt::tensor(batch1, "batch1")?, "batch1")?, &V::batch(&rt::tensor(batch2, "batch2")?, "batch2")?, Some(&c), alpha, beta)
     }

@@ -144,8 +144,6 @@ unary! {
     diopiTanh, diopiTanhInp => 17;
     diopiSigmoid, diopiSigmoidInp => 18;
     diopiAbs, diopiAbsInp => 30;
-    diopiSin, diopiSinInp => 31;
-    diopiCos, diopiCosInp => 32;
     diopiReciprocal, diopiReciprocalInp => 36;
     diopiErf, diopiErfInp => 39;
 }
