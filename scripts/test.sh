@@ -127,6 +127,22 @@ torch_lane() {
   # interrupted run, a usage error or no tests collected: all but 0 fail CI.
   (cd adapters/torch_dipu && "$torch_python" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_distributed.py)
 
+  # ATen's CPU kernels on other instruction sets (its inner loops, so the
+  # CPU's last bits, follow ATEN_CPU_CAPABILITY): the files that compare
+  # with the CPU most, within docs/tolerance.md's bounds. `default` is the
+  # scalar build; on a processor with AVX-512, AVX2 runs too.
+  local caps=(default)
+  grep -qw avx512f /proc/cpuinfo && caps+=(avx2)
+  local cap
+  for cap in "${caps[@]}"; do
+    lane_step "torch_dipu: CPU comparisons with ATEN_CPU_CAPABILITY=$cap"
+    (cd adapters/torch_dipu && ATEN_CPU_CAPABILITY=$cap "$torch_python" -m pytest -q -p no:cacheprovider \
+      tests/test_tolerance.py tests/test_training.py \
+      "tests/test_device_generic.py::TestDipuModulesDIPU::test_forward_and_backward_match_cpu_nn_MultiheadAttention_eval_mode_dipu_float32" \
+      "tests/test_device_generic.py::TestDipuOpsPRIVATEUSE1::test_backward_matches_cpu_nn_functional_layer_norm_dipu_float32" \
+      "tests/test_device_generic.py::TestDipuOpsPRIVATEUSE1::test_forward_matches_cpu_matmul_dipu_float32")
+  done
+
   lane_step "torch_dipu: torch.distributed's dicl backend on 2 ranks (pytest)"
   # Every collective over file:// (env:// and tcp:// too), a HashStore, DDP
   # and FSDP2 under torchrun against one CPU process, and the faults.
@@ -177,6 +193,13 @@ wheel_and_paddle() {
   # package would shadow the installed one.
   paddle_python=$(DIPU_NO_BUILD=1 ./adapters/paddle_dipu/build.sh)
   "$paddle_python" -m pytest -q -p no:cacheprovider adapters/paddle_dipu/tests
+  # oneDNN's and MKL's kernels one instruction set below the processor's
+  # (AVX2 under AVX-512, else SSE4.1): the training comparisons still hold.
+  local isa=SSE41 mkl=SSE4_2
+  grep -qw avx512f /proc/cpuinfo && isa=AVX2 mkl=AVX2
+  lane_step "paddle_dipu: training against the CPU with ONEDNN_MAX_CPU_ISA=$isa MKL_ENABLE_INSTRUCTIONS=$mkl"
+  ONEDNN_MAX_CPU_ISA=$isa MKL_ENABLE_INSTRUCTIONS=$mkl "$paddle_python" -m pytest -q -p no:cacheprovider \
+    adapters/paddle_dipu/tests/test_train.py
 }
 job_start torch-lane torch_lane
 job_start wheel-and-paddle wheel_and_paddle
@@ -231,6 +254,10 @@ step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 
 step "dipu diopi-test: the host vendor's DIOPI kernel library against CPU references (every operator, strided, aliased, another stream, a busy stream)"
 ./target/debug/dipu diopi-test | tail -n 1
+# The same kernels on one rayon thread (their sums split differently):
+# within docs/tolerance.md's bounds too.
+echo "on 1 thread: $(RAYON_NUM_THREADS=1 ./target/debug/dipu diopi-test | tail -n 1)"
+in_package vendors/host/diopi env RAYON_NUM_THREADS=1 "$(test_bins vendors/host/diopi diopi_impl_host)" -q
 
 step "dipu selftest: the CUDA vendor on the .venv wheels (without a GPU: the device-free check)"
 DIPU_CUDA_HOME="$PWD/.venv" ./target/debug/dipu selftest --vendor cuda | tail -n 1

@@ -16,10 +16,8 @@
 //! takes, for each round, the slowest rank's time and reports the median
 //! round.
 
-use std::io::Read as _;
-use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -27,6 +25,11 @@ use dipu_comm::store::{PrefixStore, Store, TcpStore, TcpStoreServer};
 use dipu_comm::{Buffer, Options, ProcessGroup, StagedTransport};
 use dipu_deviceapi::{DataType, Error, ErrorKind, ReduceOp, Result, VendorSpec};
 use dipu_runtime::{Runtime, RuntimeOptions};
+
+#[path = "bench_comm_ranks.rs"]
+mod ranks;
+
+use ranks::{drain, RankProcess, Ranks};
 
 /// Arguments of `dipu bench comm`.
 #[derive(Debug, Args)]
@@ -343,128 +346,6 @@ fn parse_times(text: &[u8]) -> Option<Vec<f64>> {
         .map(|t| t.parse().ok().filter(|t: &f64| t.is_finite() && *t > 0.0))
         .collect::<Option<_>>()?;
     (times.len() == ROUNDS).then_some(times)
-}
-
-/// A child rank: its process, the thread reading its stderr, how it ended.
-struct RankProcess {
-    rank: u32,
-    child: Child,
-    stderr: Option<JoinHandle<String>>,
-    status: Option<ExitStatus>,
-}
-
-impl RankProcess {
-    /// What it wrote to stderr (once it has exited).
-    fn stderr(&mut self) -> String {
-        self.stderr
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-/// The child ranks; every one still running is killed when this drops.
-#[derive(Default)]
-struct Ranks(Vec<RankProcess>);
-
-impl Ranks {
-    /// Waits until every rank has exited successfully; fails (the drop
-    /// then kills the rest) as soon as one fails, or when `timeout` passes.
-    fn wait_all(&mut self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let total = self.0.len();
-        loop {
-            let mut running = 0;
-            for r in &mut self.0 {
-                if r.status.is_some() {
-                    continue;
-                }
-                match r.child.try_wait() {
-                    Ok(Some(status)) => {
-                        r.status = Some(status);
-                        if !status.success() {
-                            let how = match status.code() {
-                                Some(code) => format!("exit code {code}"),
-                                None => format!("{status}"),
-                            };
-                            let stderr = r.stderr();
-                            return Err(Error::new(
-                                ErrorKind::VendorError,
-                                format!(
-                                    "rank {} of {} failed ({how}), so the run stopped and the \
-                                     other ranks were killed{}",
-                                    r.rank,
-                                    total,
-                                    quote(&stderr)
-                                ),
-                            ));
-                        }
-                    }
-                    Ok(None) => running += 1,
-                    Err(e) => {
-                        return Err(Error::new(
-                            ErrorKind::Internal,
-                            format!("waiting for rank {}: {e}", r.rank),
-                        ))
-                    }
-                }
-            }
-            if running == 0 {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "{running} of {total} ranks still running after {} s (--timeout); they \
-                         were killed",
-                        timeout.as_secs()
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Copies what the ranks wrote to stderr (warnings) to ours.
-    fn forward_stderr(&mut self) {
-        for r in &mut self.0 {
-            for line in r.stderr().lines() {
-                eprintln!("rank {}: {line}", r.rank);
-            }
-        }
-    }
-}
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        for r in &mut self.0 {
-            if r.status.is_none() {
-                let _ = r.child.kill();
-                let _ = r.child.wait();
-            }
-        }
-    }
-}
-
-/// Reads a child's stderr to the end on a thread of its own (so the child
-/// never blocks on a full pipe).
-fn drain(mut stderr: ChildStderr) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    })
-}
-
-/// `: <the last lines of text>` for an error message, or nothing.
-fn quote(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::from(" (it wrote nothing to stderr)");
-    }
-    let tail = &lines[lines.len().saturating_sub(10)..];
-    format!("; it said:\n  {}", tail.join("\n  "))
 }
 
 /// One rank: measures every size and writes its round times to the store.

@@ -278,6 +278,10 @@ class OpAutoCompare(c.Tool):
         if not ok:
             print(c.call_site(), flush=True)
         print(c.table(COLUMNS, [[r[k] for k in COLUMNS] for r in rows]), flush=True)
+        if self._csv is None:  # where the run started, even if it changes directory later
+            d = c.result_dir("op_autocompare_result")
+            self._csv = os.path.join(
+                d, f"op_autocompare_info_pid{os.getpid()}_{time.strftime('%Y-%m-%d-%H-%M-%S')}.csv")
         for r in rows:
             self.results.append(dict(r, forward_id=fid))
             self._rows.append(dict(r, forward_id=fid))

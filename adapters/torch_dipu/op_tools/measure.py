@@ -43,6 +43,10 @@ class OpTimeMeasure(c.Tool):
     def run(self, name, func, args, kwargs):
         fid = c.next_id()
         device = c.op_device(args, kwargs)
+        if self._csv is None:  # where the run started, even if it changes directory later
+            d = c.result_dir("op_time_measure_result")
+            self._csv = os.path.join(
+                d, f"op_elapsed_info_pid{os.getpid()}_{time.strftime('%Y-%m-%d-%H-%M-%S')}.csv")
         with c.hooks_off():
             start = _record(device)
         out = func(*args, **kwargs)

@@ -52,7 +52,10 @@ DUMP = re.compile(r"^\[(?P<aten>[^\]]+)\]: (?P<fn>\S+)$")
 def test_opinfo_samples_run_the_diopi_path(capsys):
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, DIPU_DUMP_OP_ARGS="1",
-               PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+               # tests/, the adapter, and adapters/ (dipu_tolerance, the
+               # tolerance policy's helper that test_device_generic imports).
+               PYTHONPATH=os.pathsep.join([here, os.path.dirname(here),
+                                           os.path.dirname(os.path.dirname(here))]))
     run = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD)], env=env, cwd=here,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
