@@ -222,6 +222,9 @@ test_bins() {
 }
 # Each assigned on its own line, so a missing binary stops the run.
 runtime_bins=$(test_bins runtime)
+group_collectives_bin=$(test_bins comm group_collectives)
+group_faults_bin=$(test_bins comm group_faults)
+group_processes_bin=$(test_bins comm group_processes)
 guard_bins=$(test_bins runtime memcheck_guards)
 poison_bins=$(test_bins runtime memcheck_poison)
 cambricon_lib_bin=$(test_bins vendors/cambricon dipu_vendor_cambricon)
@@ -251,6 +254,16 @@ rm -rf "$tmp"
 step "dipu selftest: built-in host vendor, then the host vendor as a plugin"
 ./target/debug/dipu selftest
 ./target/debug/dipu selftest --vendor ./target/debug/libdipu_vendor_host.so
+
+step "the process group on a vendor without collectives (the host vendor's hidden, DIPU_HOST_COLLECTIVES=0): dipu selftest finds them absent; the host-staged collectives, faults and process ranks over shared memory, then over TCP"
+DIPU_HOST_COLLECTIVES=0 ./target/debug/dipu selftest >"$pylogs/staged-selftest"
+tail -n 1 "$pylogs/staged-selftest"
+grep -q "collectives: not reported: every collective method returns Unsupported" "$pylogs/staged-selftest"
+for transport in shm tcp; do
+  for bin in "$group_collectives_bin" "$group_faults_bin" "$group_processes_bin"; do
+    in_package comm env DIPU_HOST_COLLECTIVES=0 DIPU_COMM_STAGED_TRANSPORT="$transport" "$bin" -q
+  done
+done
 
 step "dipu diopi-test: the host vendor's DIOPI kernel library against CPU references (every operator, strided, aliased, another stream, a busy stream)"
 ./target/debug/dipu diopi-test | tail -n 1

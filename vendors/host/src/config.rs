@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use dipu_deviceapi::{Error, ErrorKind, Result};
 
-use crate::size::{format_size_short, parse_size, ACCEPTED};
 use crate::wait::Schedule;
+use dipu_vendorkit::size::{format_size_short, parse_size, ACCEPTED};
 
 /// Number of simulated devices (default 2, 1 to 64).
 pub const ENV_DEVICES: &str = "DIPU_HOST_DEVICES";

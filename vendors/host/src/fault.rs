@@ -5,7 +5,7 @@
 use parking_lot::Mutex;
 
 use crate::config::{ENV_FAIL_MALLOC_AFTER_BYTES, ENV_FAIL_MALLOC_AT};
-use crate::size::format_size;
+use dipu_vendorkit::size::format_size;
 
 /// A failure to inject (see [`crate::HostVendor::set_fault`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

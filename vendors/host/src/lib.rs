@@ -86,7 +86,6 @@ mod event;
 mod fault;
 mod memory;
 mod ops;
-mod size;
 mod stream;
 mod vmm;
 mod wait;

@@ -13,7 +13,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::arena::{Arena, ARENA_FROM};
 use crate::config::ENV_MEMORY;
-use crate::size::format_size;
+use dipu_vendorkit::size::format_size;
 
 /// Alignment of every device and pinned allocation (as `cudaMalloc`'s).
 pub(crate) const ALIGN: usize = 256;

@@ -61,6 +61,17 @@ pub fn format_size(bytes: u64) -> String {
     format!("{value:.2} {}", NAMES[unit])
 }
 
+/// A byte count compactly when it is a whole number of a unit (`4 GiB`),
+/// else like [`format_size`].
+pub fn format_size_short(bytes: u64) -> String {
+    for (name, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{} {name}", bytes >> shift);
+        }
+    }
+    format_size(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +86,8 @@ mod tests {
         assert_eq!(parse_size("512mib"), Ok(512 << 20));
         assert_eq!(parse_size("8 GiB"), Ok(8 << 30));
         assert_eq!(parse_size("2T"), Ok(2 << 40));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert_eq!(parse_size("3KIB"), Ok(3 << 10));
     }
 
     #[test]
@@ -90,6 +103,7 @@ mod tests {
         assert!(parse_size("").unwrap_err().contains("empty"));
         assert!(parse_size("16777216T").unwrap_err().contains("more than"));
         assert_eq!(parse_size("16777215T"), Ok(16_777_215u64 << 40));
+        assert!(parse_size("18446744073709551616").is_err());
     }
 
     #[test]
@@ -97,5 +111,9 @@ mod tests {
         assert_eq!(format_size(512), "512 B");
         assert_eq!(format_size(1536), "1.50 KiB");
         assert_eq!(format_size(4 << 30), "4.00 GiB");
+        assert_eq!(format_size_short(4 << 30), "4 GiB");
+        assert_eq!(format_size_short(512 << 20), "512 MiB");
+        assert_eq!(format_size_short(1000), "1000 B");
+        assert_eq!(format_size_short(1536), "1.50 KiB");
     }
 }

@@ -22,7 +22,7 @@ pub mod par;
 pub mod pool;
 pub mod random;
 pub mod reduce;
-pub mod types;
+pub use dipu_diopi_kernelkit::types;
 pub mod view;
 
 #[cfg(not(test))]

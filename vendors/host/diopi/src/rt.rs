@@ -1,32 +1,22 @@
 //! The framework's side: diopirt functions and `dipu_launch_host_func_raw`,
 //! undefined here and resolved when the runtime loads the library, plus the
 //! small wrappers every op entry point uses (read a descriptor, queue a
-//! kernel, report an error).
+//! kernel). Errors, the last-error message, the op guard and the scalar
+//! readers are `dipu-diopi-kernelkit`'s, re-exported.
 
 use crate::types::*;
 use crate::view::{TView, MAX_DIMS};
-use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CString};
+use dipu_diopi_kernelkit::sys::*;
+use std::ffi::c_void;
+
+pub use dipu_diopi_kernelkit::rt::{
+    check, describe, err, guard, last_error_ptr, opt_scalar, scalar, size, Error, R,
+};
 
 #[allow(missing_docs)]
 extern "C" {
-    fn diopiGetTensorData(th: TensorHandle, pptr: *mut *mut c_void) -> i32;
-    fn diopiGetTensorDataConst(th: ConstTensorHandle, pptr: *mut *const c_void) -> i32;
-    fn diopiGetTensorShape(th: ConstTensorHandle, size: *mut DiopiSize) -> i32;
-    fn diopiGetTensorStride(th: ConstTensorHandle, stride: *mut DiopiSize) -> i32;
-    fn diopiGetTensorDtype(th: ConstTensorHandle, dtype: *mut i32) -> i32;
     fn diopiGetTensorDeviceIndex(th: ConstTensorHandle, idx: *mut i8) -> i32;
     fn diopiGetCurrentDeviceIndex(idx: *mut i8) -> i32;
-    fn diopiGetStream(ctx: ContextHandle, stream: *mut StreamHandle) -> i32;
-    fn diopiGetTensorDevice(th: ConstTensorHandle, device: *mut i32) -> i32;
-    fn diopiRequireTensor(
-        ctx: ContextHandle,
-        out: *mut TensorHandle,
-        size: *const DiopiSize,
-        stride: *const DiopiSize,
-        dtype: i32,
-        device: i32,
-    ) -> i32;
     fn diopiGeneratorGetSeedAndOffset(g: GeneratorHandle, seed: *mut u64, offset: *mut u64) -> i32;
     fn diopiGeneratorSetSeedAndOffset(g: GeneratorHandle, seed: u64, offset: u64) -> i32;
     fn dipu_launch_host_func_raw(
@@ -35,26 +25,6 @@ extern "C" {
         f: unsafe extern "C" fn(*mut c_void),
         user: *mut c_void,
     ) -> i32;
-}
-
-/// An op's failure: a `diopiError_t` and the message for diopiGetLastErrorString.
-#[derive(Debug)]
-pub struct Error {
-    /// The status returned.
-    pub code: i32,
-    /// The message.
-    pub msg: String,
-}
-
-/// Result of an op's front half.
-pub type R<T> = Result<T, Error>;
-
-/// A `diopiErrorOccurred` error.
-pub fn err(msg: impl Into<String>) -> Error {
-    Error {
-        code: error::ERROR_OCCURRED,
-        msg: msg.into(),
-    }
 }
 
 /// A `diopiDtypeNotSupported` error.
@@ -68,107 +38,26 @@ pub fn dtype_err(op: &str, what: &str, d: i32) -> Error {
     }
 }
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::new("no error").unwrap_or_default());
-}
-
-/// Stores the message of the calling thread's last error.
-pub fn set_last_error(msg: &str) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
-}
-
-/// The calling thread's last error message (valid until its next error).
-pub fn last_error_ptr() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
-}
-
-/// Runs an op's front half, turning errors and panics into a status.
-pub fn guard(op: &str, f: impl FnOnce() -> R<()>) -> i32 {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(Ok(())) => error::SUCCESS,
-        Ok(Err(e)) => {
-            set_last_error(&format!("diopi{op}: {}", e.msg));
-            e.code
-        }
-        Err(_) => {
-            set_last_error(&format!("diopi{op}: internal error (panic)"));
-            error::ERROR_OCCURRED
-        }
-    }
-}
-
-fn check(code: i32, what: &str) -> R<()> {
-    if code == error::SUCCESS {
-        Ok(())
-    } else {
-        Err(err(format!("{what} failed with status {code}")))
-    }
-}
-
 /// Reads a (non-NULL) tensor descriptor.
 ///
 /// # Safety
 /// `h` must be a tensor handle of the framework (or NULL).
 pub unsafe fn tensor(h: ConstTensorHandle, name: &str) -> R<TView> {
-    if h.is_null() {
-        return Err(err(format!("{name} is NULL")));
+    // SAFETY: forwarded from the caller; the descriptor is copied out here.
+    let d = unsafe { describe(h, name, MAX_DIMS) }?;
+    if dtype::size(d.dtype).is_none() {
+        return Err(dtype_err("", name, d.dtype));
     }
-    let mut data: *const c_void = std::ptr::null();
-    let mut shape = DiopiSize {
-        data: std::ptr::null(),
-        len: 0,
-    };
-    let mut stride = DiopiSize {
-        data: std::ptr::null(),
-        len: 0,
-    };
-    let mut dt = 0i32;
-    // SAFETY: h is a framework handle; out-pointers are valid locals.
-    unsafe {
-        check(
-            diopiGetTensorDataConst(h, &mut data),
-            "diopiGetTensorDataConst",
-        )?;
-        check(diopiGetTensorShape(h, &mut shape), "diopiGetTensorShape")?;
-        check(diopiGetTensorStride(h, &mut stride), "diopiGetTensorStride")?;
-        check(diopiGetTensorDtype(h, &mut dt), "diopiGetTensorDtype")?;
-    }
-    let nd = shape.len.max(0) as usize;
-    if nd > MAX_DIMS {
-        return Err(err(format!(
-            "{name} has {nd} dimensions; at most {MAX_DIMS} are supported"
-        )));
-    }
-    if stride.len != shape.len {
-        return Err(err(format!(
-            "{name}: {} strides for {} dimensions",
-            stride.len, shape.len
-        )));
-    }
-    if dtype::size(dt).is_none() {
-        return Err(dtype_err("", name, dt));
-    }
+    let nd = d.shape.len();
     let mut v = TView {
-        ptr: data as *mut u8,
-        dtype: dt,
+        ptr: d.data as *mut u8,
+        dtype: d.dtype,
         ndim: nd,
         shape: [0; MAX_DIMS],
         strides: [0; MAX_DIMS],
     };
-    if nd > 0 {
-        // SAFETY: the runtime returned `nd` entries for each.
-        unsafe {
-            v.shape[..nd].copy_from_slice(std::slice::from_raw_parts(shape.data, nd));
-            v.strides[..nd].copy_from_slice(std::slice::from_raw_parts(stride.data, nd));
-        }
-    }
-    if v.shape().iter().any(|&s| s < 0) {
-        return Err(err(format!("{name} has a negative size {:?}", v.shape())));
-    }
-    if v.numel() > 0 && v.ptr.is_null() {
-        return Err(err(format!("{name} has no data")));
-    }
+    v.shape[..nd].copy_from_slice(d.shape);
+    v.strides[..nd].copy_from_slice(d.strides);
     Ok(v)
 }
 
@@ -183,36 +72,6 @@ pub unsafe fn opt_tensor(h: ConstTensorHandle, name: &str) -> R<Option<TView>> {
         // SAFETY: forwarded.
         unsafe { tensor(h, name) }.map(Some)
     }
-}
-
-/// Reads a scalar argument.
-///
-/// # Safety
-/// `s` must be NULL or point at a `diopiScalar_t`.
-pub unsafe fn scalar(s: *const DiopiScalar, name: &str) -> R<Scalar> {
-    if s.is_null() {
-        return Err(err(format!("{name} is NULL")));
-    }
-    // SAFETY: non-NULL scalar pointer from the caller.
-    Ok(unsafe { (*s).get() })
-}
-
-/// Reads an optional scalar (NULL = None).
-///
-/// # Safety
-/// As [`scalar`].
-pub unsafe fn opt_scalar(s: *const DiopiScalar) -> Option<Scalar> {
-    // SAFETY: non-NULL scalar pointer from the caller.
-    (!s.is_null()).then(|| unsafe { (*s).get() })
-}
-
-/// Reads a `diopiSize_t`.
-///
-/// # Safety
-/// As [`DiopiSize::to_vec`].
-pub unsafe fn size(s: DiopiSize) -> Vec<i64> {
-    // SAFETY: forwarded.
-    unsafe { s.to_vec() }
 }
 
 /// The stream and device a kernel goes to.

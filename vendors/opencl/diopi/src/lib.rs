@@ -17,7 +17,7 @@ pub(crate) mod cl;
 #[cfg_attr(test, allow(dead_code))]
 pub(crate) mod kernels;
 pub mod rt;
-pub mod types;
+pub use dipu_diopi_kernelkit::types;
 
 #[cfg(not(test))]
 mod ops;

@@ -1,30 +1,13 @@
 //! The exported C entry points (`diopi*`), grouped like the kernels.
 
 use crate::rt;
-use std::ffi::c_char;
 
 mod linalg;
 mod misc;
 mod nn;
 mod pointwise;
 
-/// "host": the vendor this library serves.
-#[no_mangle]
-extern "C" fn diopiGetVendorName() -> *const c_char {
-    c"host".as_ptr()
-}
-
-/// The library's version.
-#[no_mangle]
-extern "C" fn diopiGetImplVersion() -> *const c_char {
-    concat!("dipu-rs host DIOPI ", env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
-}
-
-/// The message of the calling thread's last failed call.
-#[no_mangle]
-extern "C" fn diopiGetLastErrorString() -> *const c_char {
-    rt::last_error_ptr()
-}
+dipu_diopi_kernelkit::export_library_info!("host", "dipu-rs host DIOPI");
 
 use crate::rt::{err, Error, R};
 use crate::types::{dtype, ConstTensorHandle, ContextHandle};
@@ -86,43 +69,14 @@ pub(crate) fn check_f32_f64(t: &TView, name: &str, half: bool) -> R<()> {
     Ok(())
 }
 
+pub(crate) use dipu_diopi_kernelkit::check::norm_dim;
+
 /// Error unless `t` has exactly `shape`.
 pub(crate) fn check_shape(t: &TView, shape: &[i64], name: &str) -> R<()> {
-    if t.shape() != shape {
-        return Err(err(format!(
-            "{name} has shape {:?}, expected {:?}",
-            t.shape(),
-            shape
-        )));
-    }
-    Ok(())
+    dipu_diopi_kernelkit::check::shape(t.shape(), shape, name)
 }
 
 /// Error unless `t` has an integer dtype (index tensors).
 pub(crate) fn check_index(t: &TView, name: &str) -> R<()> {
-    if !matches!(
-        t.dtype,
-        dtype::I64 | dtype::I32 | dtype::I16 | dtype::I8 | dtype::U8
-    ) {
-        return Err(Error {
-            code: crate::types::error::DTYPE_NOT_SUPPORTED,
-            msg: format!(
-                "{name} has dtype {}; an integer dtype is required",
-                dtype::name(t.dtype)
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// A dimension index normalised into `0..ndim` (ndim 0 accepts -1 and 0).
-pub(crate) fn norm_dim(d: i64, ndim: usize, name: &str) -> R<usize> {
-    let n = ndim.max(1) as i64;
-    let r = if d < 0 { d + n } else { d };
-    if r < 0 || r >= n {
-        return Err(err(format!(
-            "{name} {d} is out of range for a tensor of {ndim} dimensions"
-        )));
-    }
-    Ok(r as usize)
+    dipu_diopi_kernelkit::check::index_dtype(t.dtype, name)
 }

@@ -2,10 +2,8 @@
 //! arguments on the calling thread, then enqueues kernels on the context's
 //! queue and returns.
 
-use std::ffi::c_char;
-
 use crate::kernels::{self, Arg, Td};
-use crate::rt::{self, err, Error, R, T};
+use crate::rt::{self, Error, R, T};
 use crate::types::{dtype, error};
 
 mod entry;
@@ -14,23 +12,7 @@ mod nn;
 mod pointwise;
 mod reduce;
 
-/// "opencl": the vendor this library serves.
-#[no_mangle]
-extern "C" fn diopiGetVendorName() -> *const c_char {
-    c"opencl".as_ptr()
-}
-
-/// The library's version.
-#[no_mangle]
-extern "C" fn diopiGetImplVersion() -> *const c_char {
-    concat!("dipu-rs OpenCL DIOPI ", env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
-}
-
-/// The message of the calling thread's last failed call.
-#[no_mangle]
-extern "C" fn diopiGetLastErrorString() -> *const c_char {
-    rt::last_error_ptr()
-}
+dipu_diopi_kernelkit::export_library_info!("opencl", "dipu-rs OpenCL DIOPI");
 
 /// The queue kernels go to.
 type Q = *mut std::ffi::c_void;
@@ -63,44 +45,16 @@ pub(crate) fn check_f64(q: Q, ts: &[(&T, &str)]) -> R<()> {
     Ok(())
 }
 
+pub(crate) use dipu_diopi_kernelkit::check::norm_dim;
+
 /// Error unless `t` has exactly `shape`.
 pub(crate) fn check_shape(t: &T, shape: &[i64], name: &str) -> R<()> {
-    if t.shape != shape {
-        return Err(err(format!(
-            "{name} has shape {:?}, expected {shape:?}",
-            t.shape
-        )));
-    }
-    Ok(())
+    dipu_diopi_kernelkit::check::shape(&t.shape, shape, name)
 }
 
 /// Error unless `t` has an integer dtype (index tensors).
 pub(crate) fn check_index(t: &T, name: &str) -> R<()> {
-    if !matches!(
-        t.dtype,
-        dtype::I64 | dtype::I32 | dtype::I16 | dtype::I8 | dtype::U8
-    ) {
-        return Err(Error {
-            code: error::DTYPE_NOT_SUPPORTED,
-            msg: format!(
-                "{name} has dtype {}; an integer dtype is required",
-                dtype::name(t.dtype)
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// A dimension index normalised into `0..ndim` (ndim 0 accepts -1 and 0).
-pub(crate) fn norm_dim(d: i64, ndim: usize, name: &str) -> R<usize> {
-    let n = ndim.max(1) as i64;
-    let r = if d < 0 { d + n } else { d };
-    if r < 0 || r >= n {
-        return Err(err(format!(
-            "{name} {d} is out of range for a tensor of {ndim} dimensions"
-        )));
-    }
-    Ok(r as usize)
+    dipu_diopi_kernelkit::check::index_dtype(t.dtype, name)
 }
 
 /// An operand of the elementwise kernel.
