@@ -124,24 +124,39 @@ impl Drop for Worker {
     }
 }
 
-#[derive(Debug, Default)]
-struct EventState {
-    /// Records made (generation of the latest).
-    recorded: u64,
-    /// The latest generation the stream has passed.
-    completed: u64,
-    /// When the latest completed record was passed.
-    at: Option<Instant>,
+/// One record of an event: passed when its worker has run `ticket`.
+#[derive(Debug, Clone)]
+struct Mark {
+    progress: Arc<Progress>,
+    ticket: u64,
+    /// When the worker passed the record, set before it counts the record
+    /// run.
+    at: Arc<Mutex<Option<Instant>>>,
 }
 
-/// An event: each record is a new generation, completed when its stream
-/// passes it; queries and waits look at the generation recorded last.
+impl Mark {
+    fn done(&self) -> bool {
+        self.progress.counts.lock().1 >= self.ticket
+    }
+
+    fn wait(&self) {
+        let mut c = self.progress.counts.lock();
+        while c.1 < self.ticket {
+            self.progress.cv.wait(&mut c);
+        }
+    }
+}
+
+/// An event: each record is a ticket on its stream's worker, so the event
+/// is complete exactly when the worker counts the work before it run (an
+/// event seen complete means its stream idle, if nothing was queued since,
+/// and a drained stream means its events complete); queries and waits look
+/// at the record made last.
 #[derive(Debug, Default)]
 pub struct Event {
     /// Whether the event keeps the time of its completion.
     pub timing: bool,
-    state: Mutex<EventState>,
-    cv: Condvar,
+    last: Mutex<Option<Mark>>,
 }
 
 impl Event {
@@ -153,66 +168,58 @@ impl Event {
         })
     }
 
-    /// Records the event on `worker`: a new generation, completed when
-    /// the worker passes it.
+    /// Records the event on `worker`: completed when the worker passes it.
     pub fn record(self: &Arc<Self>, worker: &Worker) {
-        let generation = {
-            let mut s = self.state.lock();
-            s.recorded += 1;
-            s.recorded
-        };
-        let me = Arc::clone(self);
-        worker.submit(Box::new(move || me.complete(generation)));
-    }
-
-    fn complete(&self, generation: u64) {
-        let mut s = self.state.lock();
-        if generation > s.completed {
-            s.completed = generation;
-            s.at = Some(Instant::now());
-        }
-        self.cv.notify_all();
+        let at = Arc::new(Mutex::new(None));
+        let stamp = Arc::clone(&at);
+        // Held across the submit, so records of one event keep their order.
+        let mut last = self.last.lock();
+        let ticket = worker.submit(Box::new(move || *stamp.lock() = Some(Instant::now())));
+        *last = Some(Mark {
+            progress: Arc::clone(&worker.progress),
+            ticket,
+            at,
+        });
     }
 
     /// Whether it was ever recorded.
     pub fn recorded(&self) -> bool {
-        self.state.lock().recorded > 0
+        self.last.lock().is_some()
     }
 
     /// Whether the last record has completed (true if never recorded).
     pub fn query(&self) -> bool {
-        let s = self.state.lock();
-        s.completed >= s.recorded
+        self.last.lock().as_ref().map_or(true, Mark::done)
     }
 
-    /// Blocks until the generation recorded last (now) has completed.
+    /// Blocks until the record made last (now) has completed.
     pub fn wait(&self) {
-        let generation = self.state.lock().recorded;
-        self.wait_for(generation);
-    }
-
-    /// A job that blocks until the generation recorded last (when this is
-    /// called) has completed: what a stream waiting on the event runs.
-    pub fn waiter(self: &Arc<Self>) -> Job {
-        let generation = self.state.lock().recorded;
-        let me = Arc::clone(self);
-        Box::new(move || me.wait_for(generation))
-    }
-
-    fn wait_for(&self, generation: u64) {
-        let mut s = self.state.lock();
-        while s.completed < generation {
-            self.cv.wait(&mut s);
+        let mark = self.last.lock().clone();
+        if let Some(mark) = mark {
+            mark.wait();
         }
+    }
+
+    /// A job that blocks until the record made last (when this is called)
+    /// has completed: what a stream waiting on the event runs.
+    pub fn waiter(self: &Arc<Self>) -> Job {
+        let mark = self.last.lock().clone();
+        Box::new(move || {
+            if let Some(mark) = mark {
+                mark.wait();
+            }
+        })
     }
 
     /// When the last record completed; `None` while it is pending or if
     /// never recorded.
     pub fn completed_at(&self) -> Option<Instant> {
-        let s = self.state.lock();
-        (s.recorded > 0 && s.completed >= s.recorded)
-            .then_some(s.at)
-            .flatten()
+        let mark = self.last.lock().clone()?;
+        if mark.done() {
+            *mark.at.lock()
+        } else {
+            None
+        }
     }
 }
 
@@ -254,5 +261,24 @@ mod tests {
         gate.store(1, Ordering::Release);
         waiter();
         assert!(e.query() && e.completed_at().is_some());
+    }
+
+    /// An event and its worker agree: once the record made last is done
+    /// the worker is idle, and once the worker is drained the event is done.
+    #[test]
+    fn an_event_done_means_its_worker_is_idle_and_back() {
+        let w = Worker::new("t", Duration::ZERO);
+        let e = Event::new(true);
+        for round in 0..1000 {
+            w.submit(Box::new(|| {}));
+            e.record(&w);
+            if round % 2 == 0 {
+                e.wait();
+                assert!(w.idle(), "round {round}: event done, worker busy");
+            } else {
+                w.drain();
+                assert!(e.query() && e.completed_at().is_some(), "round {round}");
+            }
+        }
     }
 }

@@ -258,13 +258,12 @@ impl DeviceApi for HostVendor {
     unsafe fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let stream = self.stream(stream)?;
         let event = self.events.get(event)?;
-        let generation = event.recorded();
-        if generation == 0 {
+        let Some(mark) = event.mark() else {
             return Ok(()); // never recorded: already done
-        }
+        };
         let phases = self.config.schedule.phases(Waiter::Worker);
         let op: Op = Box::new(move || {
-            event.wait_for(generation, phases);
+            mark.wait(phases);
             Ok(())
         });
         stream.submit(op).map(drop)
@@ -299,11 +298,9 @@ impl DeviceApi for HostVendor {
     }
 
     unsafe fn event_synchronize(&self, event: EventHandle) -> Result<()> {
-        let event = self.events.get(event)?;
-        event.wait_for(
-            event.recorded(),
-            self.config.schedule.phases(Waiter::Caller),
-        );
+        if let Some(mark) = self.events.get(event)?.mark() {
+            mark.wait(self.config.schedule.phases(Waiter::Caller));
+        }
         self.errors.check()
     }
 

@@ -1,43 +1,56 @@
-//! Events: generation counters completed by stream operations, so a query,
-//! a host wait or another stream's wait refers to one particular record.
+//! Events: an event's record is a ticket on its stream's progress counter,
+//! so the event completes exactly when the stream counts the work before it
+//! done: a host that saw the event complete sees the stream idle (if
+//! nothing was queued since), and one that synchronised the stream sees the
+//! event complete.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use dipu_deviceapi::{Error, ErrorKind, EventHandle, Result};
 use parking_lot::Mutex;
 
-use crate::stream::{Op, Stream};
-use crate::wait::{Phases, Signal};
+use crate::stream::{Op, Progress, Stream};
+use crate::wait::Phases;
 
-#[derive(Debug, Default)]
-struct Gens {
-    /// Bumped by every record.
-    recorded: u64,
-    /// The newest record whose stream work is done.
-    completed: u64,
-    /// When `completed` was reached (timing events only).
-    time: Option<Instant>,
+/// One record of an event: done when its stream reaches `ticket`.
+#[derive(Debug, Clone)]
+pub(crate) struct Mark {
+    progress: Arc<Progress>,
+    ticket: u64,
+    /// Set by the record's operation before the stream counts it done
+    /// (timing events only).
+    time: Arc<OnceLock<Instant>>,
 }
 
-/// One event; stream operations hold it by `Arc`, so destroying the event
-/// does not break a pending record or wait.
+impl Mark {
+    /// Whether the work before the record is done.
+    pub(crate) fn is_done(&self) -> bool {
+        self.progress.reached(self.ticket)
+    }
+
+    /// Waits, in `phases`, until the record is done.
+    pub(crate) fn wait(&self, phases: Phases) {
+        self.progress.wait(self.ticket, phases);
+    }
+}
+
+/// One event; stream operations hold its marks by value, so destroying the
+/// event does not break a pending record or wait.
 #[derive(Debug)]
 pub(crate) struct Event {
     device: i32,
     timing: bool,
-    gens: Mutex<Gens>,
-    /// `gens.completed`, readable without the lock by waiters.
-    completed: AtomicU64,
-    done: Signal,
+    /// The newest record (`None`: never recorded, which counts as done).
+    last: Mutex<Option<Mark>>,
 }
 
 impl Event {
     /// Queues a record on `stream`: the event completes when the work queued
     /// there so far is done.
-    pub(crate) fn record(self: &Arc<Self>, handle: EventHandle, stream: &Stream) -> Result<()> {
+    pub(crate) fn record(&self, handle: EventHandle, stream: &Stream) -> Result<()> {
         if stream.device() != self.device {
             return Err(Error::invalid_argument(format!(
                 "event_record: event {handle:?} belongs to device {} but {} does not",
@@ -45,52 +58,33 @@ impl Event {
                 stream.label()
             )));
         }
-        let mut gens = self.gens.lock();
-        gens.recorded += 1;
-        let generation = gens.recorded;
-        let event = Arc::clone(self);
+        let time = Arc::new(OnceLock::new());
+        let stamp = self.timing.then(|| Arc::clone(&time));
         let op: Op = Box::new(move || {
-            event.complete(generation);
+            if let Some(stamp) = stamp {
+                let _ = stamp.set(Instant::now());
+            }
             Ok(())
         });
-        if let Err(e) = stream.submit(op) {
-            gens.recorded -= 1;
-            return Err(e);
-        }
+        // Held across the submit, so records of one event keep their order.
+        let mut last = self.last.lock();
+        let ticket = stream.submit(op)?;
+        *last = Some(Mark {
+            progress: stream.progress(),
+            ticket,
+            time,
+        });
         Ok(())
     }
 
-    fn complete(&self, generation: u64) {
-        let mut gens = self.gens.lock();
-        if generation > gens.completed {
-            gens.completed = generation;
-            if self.timing {
-                gens.time = Some(Instant::now());
-            }
-            self.completed.store(generation, Ordering::SeqCst);
-        }
-        drop(gens);
-        self.done.notify();
-    }
-
-    /// The generation of the newest record (0 if never recorded).
-    pub(crate) fn recorded(&self) -> u64 {
-        self.gens.lock().recorded
+    /// The newest record, if any.
+    pub(crate) fn mark(&self) -> Option<Mark> {
+        self.last.lock().clone()
     }
 
     /// Whether the newest record is done.
     pub(crate) fn is_complete(&self) -> bool {
-        let gens = self.gens.lock();
-        gens.completed >= gens.recorded
-    }
-
-    /// Waits, in `phases`, until record `generation` (or a later one) is
-    /// done.
-    pub(crate) fn wait_for(&self, generation: u64, phases: Phases) {
-        let ready = || self.completed.load(Ordering::SeqCst) >= generation;
-        if !ready() {
-            self.done.wait(phases, ready);
-        }
+        self.last.lock().as_ref().map_or(true, Mark::is_done)
     }
 
     /// The time of the newest record, if this is a timing event and it is done.
@@ -100,14 +94,13 @@ impl Event {
                 "event_elapsed_ms: event {handle:?} was created without timing"
             )));
         }
-        let gens = self.gens.lock();
-        if gens.recorded == 0 {
+        let Some(mark) = self.mark() else {
             return Err(Error::invalid_argument(format!(
                 "event_elapsed_ms: event {handle:?} was never recorded"
             )));
-        }
-        match gens.time {
-            Some(time) if gens.completed >= gens.recorded => Ok(time),
+        };
+        match mark.time.get() {
+            Some(time) if mark.is_done() => Ok(*time),
             _ => Err(Error::new(
                 ErrorKind::NotReady,
                 format!("event_elapsed_ms: event {handle:?} has not completed yet"),
@@ -147,9 +140,7 @@ impl Events {
         let event = Event {
             device,
             timing,
-            gens: Mutex::new(Gens::default()),
-            completed: AtomicU64::new(0),
-            done: Signal::default(),
+            last: Mutex::new(None),
         };
         self.live.lock().insert(id, Arc::new(event));
         EventHandle::from_raw(id)

@@ -62,7 +62,7 @@ pub(crate) enum Ran<T, W> {
 /// How far a stream got: tickets handed out and operations done. Tickets
 /// are taken under the stream's submit lock, so they follow queue order.
 #[derive(Debug, Default)]
-struct Progress {
+pub(crate) struct Progress {
     submitted: AtomicU64,
     completed: AtomicU64,
     done: Signal,
@@ -72,6 +72,18 @@ impl Progress {
     fn complete_one(&self) {
         self.completed.fetch_add(1, Ordering::SeqCst);
         self.done.notify();
+    }
+
+    /// Whether the operation with `ticket` (and all before it) is done.
+    pub(crate) fn reached(&self, ticket: u64) -> bool {
+        self.completed.load(Ordering::SeqCst) >= ticket
+    }
+
+    /// Waits, in `phases`, until [`Progress::reached`]`(ticket)`.
+    pub(crate) fn wait(&self, ticket: u64, phases: Phases) {
+        if !self.reached(ticket) {
+            self.done.wait(phases, || self.reached(ticket));
+        }
     }
 }
 
@@ -179,15 +191,13 @@ impl Stream {
 
     /// Waits until the operation with `ticket` (and all before it) is done.
     pub(crate) fn wait(&self, ticket: u64) {
-        let completed = &self.progress.completed;
-        if completed.load(Ordering::SeqCst) >= ticket {
-            return;
-        }
         self.progress
-            .done
-            .wait(self.schedule.phases(Waiter::Caller), || {
-                completed.load(Ordering::SeqCst) >= ticket
-            });
+            .wait(ticket, self.schedule.phases(Waiter::Caller));
+    }
+
+    /// The stream's progress counters, which outlive the stream.
+    pub(crate) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// Waits for everything queued so far.

@@ -35,6 +35,40 @@ fn query_and_synchronize_follow_the_last_record() {
     }
 }
 
+/// An event and its stream agree: once the event recorded last is done the
+/// stream is idle, and once the stream is synchronised the event is done.
+/// (They used to be two counters, set one after the other by the worker,
+/// so a host could see the event done and the stream still busy.)
+#[test]
+fn an_event_done_means_its_stream_is_idle_and_back() {
+    let h = host(1, MIB);
+    // SAFETY: streams and events are this vendor's and alive.
+    unsafe {
+        let s = h.stream_create(0).unwrap();
+        let e = h.event_create(true).unwrap();
+        for round in 0..3000 {
+            h.launch_host_func(s, Box::new(|| {})).unwrap();
+            h.event_record(e, s).unwrap();
+            if round % 2 == 0 {
+                h.event_synchronize(e).unwrap();
+                assert!(
+                    h.stream_query(s).unwrap(),
+                    "round {round}: event done, stream busy"
+                );
+            } else {
+                h.stream_synchronize(s).unwrap();
+                assert!(
+                    h.event_query(e).unwrap(),
+                    "round {round}: stream idle, event not done"
+                );
+                h.event_elapsed_ms(e, e).unwrap();
+            }
+        }
+        h.event_destroy(e).unwrap();
+        h.stream_destroy(s).unwrap();
+    }
+}
+
 #[test]
 fn elapsed_time_covers_the_kernel() {
     let h = host(1, MIB);
