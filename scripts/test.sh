@@ -31,7 +31,7 @@ machine() {
   echo "vector extensions: ${ext[*]:-none of sse4_2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_tile}"
   echo "cores: $(nproc); memory: $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel.pid_max: $(cat /proc/sys/kernel/pid_max)"
   echo "rustc: $(rustc --version 2>/dev/null || echo 'not installed yet (scripts/setup.sh installs it)')"
-  echo "python: $(python3 --version 2>&1)"
+  echo "python: $(python3 --version 2>&1); PYTHONDONTWRITEBYTECODE: ${PYTHONDONTWRITEBYTECODE:-unset} (the venvs carry compiled bytecode either way)"
   echo "torch: $(sed -n 's/^torch=torch==//p' scripts/torch-env.sh) (scripts/torch-env.sh; in .venv-torch: $(.venv-torch/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || echo 'not yet'))"
   echo "paddle: $(sed -n 's/^paddle=paddlepaddle==//p' scripts/paddle-env.sh) (scripts/paddle-env.sh; in .venv-paddle: $(.venv-paddle/bin/python -c 'import importlib.metadata as m; print(m.version("paddlepaddle"))' 2>/dev/null || echo 'not yet'))"
 }

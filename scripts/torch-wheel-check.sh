@@ -52,6 +52,7 @@ site=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))
 "$python" - "$site" <<'PY'
 import errno, os, shutil, sys
 from importlib import metadata
+from importlib.util import cache_from_source
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -82,15 +83,21 @@ while todo:
         if rel.parts[0] == "..":  # console scripts in bin/: not needed
             continue
         src, dst = str(dist.locate_file(rel)), os.path.join(site, *rel.parts)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        try:
-            os.link(src, dst)
-        except OSError as e:
-            if e.errno != errno.EXDEV:
-                raise
-            shutil.copy2(src, dst)
-            copied += 1
-        files += 1
+        pairs = [(src, dst)]
+        # The bytecode torch-env.sh compiled (no RECORD lists it): a link
+        # shares the source's time stamp, so the .pyc stays valid.
+        if src.endswith(".py") and os.path.exists(cache_from_source(src)):
+            pairs.append((cache_from_source(src), cache_from_source(dst)))
+        for a, b in pairs:
+            os.makedirs(os.path.dirname(b), exist_ok=True)
+            try:
+                os.link(a, b)
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise
+                shutil.copy2(a, b)
+                copied += 1
+            files += 1
 print(f"torch-wheel-check: torch into a fresh venv: {len(done)} distributions, {files} files"
       + (f" ({copied} copied)" if copied else " (hard links)")
       + f"; not in .venv-torch: {', '.join(sorted(absent)) or 'none'}", file=sys.stderr)
