@@ -189,7 +189,7 @@ impl Event {
 
     /// Whether the last record has completed (true if never recorded).
     pub fn query(&self) -> bool {
-        self.last.lock().as_ref().map_or(true, Mark::done)
+        self.last.lock().as_ref().is_none_or(Mark::done)
     }
 
     /// Blocks until the record made last (now) has completed.

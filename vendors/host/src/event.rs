@@ -84,7 +84,7 @@ impl Event {
 
     /// Whether the newest record is done.
     pub(crate) fn is_complete(&self) -> bool {
-        self.last.lock().as_ref().map_or(true, Mark::is_done)
+        self.last.lock().as_ref().is_none_or(Mark::is_done)
     }
 
     /// The time of the newest record, if this is a timing event and it is done.
