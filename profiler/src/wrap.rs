@@ -3,8 +3,10 @@
 //!
 //! Work queued on a stream (copies, memsets, collectives, event records
 //! and waits) is bracketed by two timing events of the profiler's own; a
-//! per-device anchor event, synchronized once so that its completion is a
-//! known host time, turns their elapsed times into the host clock.
+//! per-device anchor event, synchronized so that its completion is a host
+//! time known to within half a record-and-synchronise round (the narrowest
+//! of a few, stated in the trace), turns their elapsed times into the host
+//! clock.
 //! Device slices reach the ring once their events have completed (checked
 //! as work is queued, and waited for before a dump). Off, each call costs
 //! one relaxed load.
