@@ -51,7 +51,9 @@ pub(crate) enum BenchCommand {
     /// How fast a thread and the host vendor's streams meet under each
     /// `DIPU_HOST_SCHEDULE`: a copy + synchronize round trip, a synchronous
     /// copy and an event record + synchronize beside a plain memcpy, and
-    /// the CPU burnt while streams sit idle.
+    /// the CPU burnt while streams sit idle. With `--vendor`, the copy +
+    /// synchronize round trip through the runtime on that vendor beside the
+    /// same loop on the vendor's own API (OpenCL).
     Sync(bench_sync::SyncArgs),
 }
 

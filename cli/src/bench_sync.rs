@@ -2,6 +2,8 @@
 //! under each `DIPU_HOST_SCHEDULE`: a 4 KiB copy + synchronize round trip, a
 //! synchronous copy, an event record + synchronize, beside a plain memcpy in
 //! the same run; and the CPU the process burns while its streams sit idle.
+//! With `--vendor`, the round trip through the runtime on that vendor
+//! beside the same loop on the vendor's own API (`bench_sync_vendor.rs`).
 
 use std::ffi::c_void;
 use std::hint::black_box;
@@ -11,11 +13,14 @@ use clap::Args;
 use dipu_deviceapi::{CopyKind, DeviceApi, Error, ErrorKind, Result};
 use dipu_vendor_host::{HostConfig, HostVendor, Schedule};
 
+#[path = "bench_sync_vendor.rs"]
+mod vendor_loop;
+
 /// Options of `dipu bench sync`.
 #[derive(Debug, Args)]
 pub(crate) struct SyncArgs {
-    /// Timed round trips per figure, in 5 rounds (the median round is
-    /// reported).
+    /// Timed round trips per figure, in 5 rounds (with `--vendor`, rounds
+    /// of 100, at least 5); the median round is reported.
     #[arg(long, value_name = "N", default_value_t = 20_000,
           value_parser = clap::value_parser!(u32).range(5..))]
     iterations: u32,
@@ -29,6 +34,12 @@ pub(crate) struct SyncArgs {
     /// `dipu`).
     #[arg(long, value_name = "PATH")]
     c_abi_lib: Option<std::path::PathBuf>,
+    /// Time the copy + synchronize round trip through the runtime on this
+    /// vendor (a name or a plugin path, as `dipu selftest --vendor`)
+    /// instead, beside the same loop written on the vendor's own API in
+    /// the same run (written for `opencl`).
+    #[arg(long, value_name = "VENDOR")]
+    vendor: Option<String>,
 }
 
 const ROUNDS: u32 = 5;
@@ -51,6 +62,9 @@ pub(crate) fn run(args: &SyncArgs) -> Result<()> {
         return Err(Error::invalid_argument("--bytes must be at least 1"));
     }
     let bytes = args.bytes;
+    if let Some(spec) = &args.vendor {
+        return vendor_loop::run(spec, args.iterations, bytes);
+    }
     crate::outln!(
         "host vendor synchronisation, {bytes}-byte copies, {} timed operations per figure in \
          {ROUNDS} rounds (median round)",

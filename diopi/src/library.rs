@@ -51,7 +51,7 @@ impl KernelLibrary {
     ///
     /// # Safety
     /// `F` must be a function pointer type matching the C declaration of
-    /// `name` in `include/diopi/functions.h`; the pointer is valid while
+    /// `name` in `include/diopi/functions.h` (or `functions_ext.h`); the pointer is valid while
     /// the library stays open (keep the `Arc`).
     pub unsafe fn function<F: Copy>(&self, name: &str) -> Option<F> {
         assert_eq!(

@@ -31,7 +31,12 @@ fn syntax_check(compiler: &str, lang: &str, std: &str, file: &Path) {
     );
 }
 
-const HEADERS: [&str; 3] = ["diopirt.h", "functions.h", "dipu_diopi.h"];
+const HEADERS: [&str; 4] = [
+    "diopirt.h",
+    "functions.h",
+    "functions_ext.h",
+    "dipu_diopi.h",
+];
 
 #[test]
 fn headers_compile_alone_as_c11() {

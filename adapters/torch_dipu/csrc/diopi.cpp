@@ -57,7 +57,23 @@ struct State {
   bool sync = false;
   std::vector<std::regex> force;
   std::vector<std::regex> compare;
+  std::vector<std::string> keep;  // DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS
 };
+
+// DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS: exact op names, comma-separated.
+std::vector<std::string> name_list(const char* var) {
+  std::vector<std::string> out;
+  const char* v = std::getenv(var);
+  if (v == nullptr) return out;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t b = item.find_first_not_of(" \t\r\n");
+    size_t e = item.find_last_not_of(" \t\r\n");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
 
 std::vector<std::regex> regex_list(const char* var, const char* file) {
   std::string text;
@@ -105,6 +121,13 @@ State& state() {
     st->force = regex_list("DIPU_FORCE_FALLBACK_OPS_LIST", ".dipu_force_fallback_op_list.config");
     st->compare =
         regex_list("DIPU_AUTOCOMPARE_OPS_LIST", ".specified_autocompare_op_list.config");
+    st->keep = name_list("DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS");
+    // DIPU's build switch, read at run time: DISABLE runs without a kernel
+    // library, a path opens that library, INTERNAL (or unset) the default.
+    const char* with_env = std::getenv("DIPU_WITH_DIOPI_LIBRARY");
+    std::string with = with_env != nullptr ? with_env : "";
+    const bool disabled = with == "DISABLE";
+    const char* with_path = (with.empty() || with == "INTERNAL") ? nullptr : with_env;
     Dl_info info{};
     void* h = nullptr;
     if (dladdr(reinterpret_cast<void*>(&dipu_version), &info) != 0 && info.dli_fname) {
@@ -122,12 +145,18 @@ State& state() {
     }
     if (!a.open || !a.lookup || !a.context_create || !a.context_destroy || !a.last_error) {
       st->error = "libdipu_runtime.so has no dipu_diopi_* functions";
+    } else if (disabled) {
+      st->error = "DIPU_WITH_DIOPI_LIBRARY=DISABLE";
     } else {
-      dipu_status rc = a.open(nullptr);
+      // DIPU_DIOPI_LIBRARY, when set, wins (torch_dipu warns when both name a library).
+      const char* path = std::getenv("DIPU_DIOPI_LIBRARY") != nullptr ? nullptr : with_path;
+      dipu_status rc = a.open(path);
       if (rc == DIPU_OK) {
         st->open = true;
       } else {
-        st->error = error_message("dipu_diopi_open(NULL)", rc);
+        st->error = error_message(path != nullptr ? "dipu_diopi_open(DIPU_WITH_DIOPI_LIBRARY)"
+                                                  : "dipu_diopi_open(NULL)",
+                                  rc);
       }
     }
     return st;
@@ -476,6 +505,10 @@ std::string decide(const char* aten, std::initializer_list<const char*> fns,
         break;
       }
     }
+    const auto& keep = state().keep;
+    if (path == "diopi" && std::find(keep.begin(), keep.end(), name) != keep.end()) {
+      path = "keep_default";
+    }
     if (path == "diopi" && force_fallback(name)) path = "force_fallback";
     if (path == "diopi" && autocompare(name)) {
       if (random_op(name)) {
@@ -488,6 +521,10 @@ std::string decide(const char* aten, std::initializer_list<const char*> fns,
   if (dump_level() >= 0 && path != "diopi" && path != "no library") {
     if (path == "force_fallback") {
       std::cerr << "dipu: " << name << " is in DIPU_FORCE_FALLBACK_OPS_LIST: fallback to cpu"
+                << std::endl;
+    } else if (path == "keep_default") {
+      std::cerr << "dipu: " << name
+                << " is in DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS: torch's own implementation"
                 << std::endl;
     } else if (path != "autocompare") {
       std::cerr << "dipu: " << name << ": " << path.substr(8)

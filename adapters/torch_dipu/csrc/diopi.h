@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 #include "common.h"
 #include "diopi/dipu_diopi.h"
 #include "diopi/functions.h"
+#include "diopi/functions_ext.h"
 
 namespace torch_dipu::diopi {
 
@@ -295,7 +297,8 @@ void init();
 struct OpRecord {
   std::string aten;
   std::string diopi;
-  std::string path;  // "diopi", "autocompare", "force_fallback", "missing <fn>", "no library"
+  std::string path;  // "diopi", "autocompare", "force_fallback", "keep_default",
+                     // "missing <fn>", "no library"
 };
 std::vector<OpRecord>& records();
 

@@ -11,9 +11,10 @@ from .apply import apply_feature
 from .autocompare import OpAutoCompare
 from .capture import OpCapture
 from .fallback import OpFallback
+from .layers import LayerReport, compare_layers
 from .measure import OpTimeMeasure
 from .others import OpDtypeCast, OpObserve, OpOverflowCheck
 from ._common import is_opname_match
 
 __all__ = ["OpAutoCompare", "OpCapture", "OpFallback", "OpTimeMeasure", "OpDtypeCast",
-           "OpObserve", "OpOverflowCheck", "apply_feature", "is_opname_match"]
+           "OpObserve", "OpOverflowCheck", "apply_feature", "is_opname_match", "compare_layers", "LayerReport"]

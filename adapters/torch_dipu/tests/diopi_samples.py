@@ -119,6 +119,15 @@ def layer_norm(d):
     return [y] + grads((y * y).sum(), x, w, b)
 
 
+def rms_norm(d):
+    x = r(2, 3, 8, dev=d, grad=True)
+    w = r(8, seed=1, dev=d, grad=True)
+    y = F.rms_norm(x, (8,), w, 1e-5)
+    # no weight, eps None (the dtype's epsilon), a strided input
+    z = F.rms_norm(r(4, 6, seed=2, dev=d).t(), (4,))
+    return [y, z] + grads((y * y).sum(), x, w)
+
+
 def max_pool(d):
     x = r(2, 3, 7, 7, dev=d, grad=True)
     y = F.max_pool2d(x, 3, stride=2, padding=1)
@@ -469,6 +478,8 @@ SAMPLES = {
     "native_batch_norm_backward": batch_norm(False),
     "native_layer_norm": layer_norm,
     "native_layer_norm_backward": layer_norm,
+    "_fused_rms_norm": rms_norm,
+    "_fused_rms_norm_backward": rms_norm,
     "max_pool2d_with_indices.out": max_pool,
     "max_pool2d_with_indices_backward.grad_input": max_pool,
     "avg_pool2d.out": avg_pool,

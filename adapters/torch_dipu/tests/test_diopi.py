@@ -222,14 +222,21 @@ def test_force_fallback_list():
     code = """
         import torch, torch_dipu
         x = torch.ones(2, 3, device="dipu")
-        print((x + x).sum().item(), (x * 3).sum().item(), torch.sqrt(x * 4).sum().item())
-        print(dict((a, p) for a, _f, p in torch_dipu._C._diopi_ops())["add.out"])
+        print((x + x).sum().item(), (x * 3).sum().item(), torch.sqrt(x * 4).sum().item(),
+              (x / 4).sum().item())
+        paths = dict((a, p) for a, _f, p in torch_dipu._C._diopi_ops())
+        print(paths["add.out"], paths["div.out"], paths["mul.out"])
     """
+    # DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS: exact names whose kernels are not
+    # registered (torch's own implementation: here the CPU fallback).
     run = _run(code, env={"DIPU_DUMP_OP_ARGS": "1",
-                          "DIPU_FORCE_FALLBACK_OPS_LIST": "add.out, s.*t\\.out"})
+                          "DIPU_FORCE_FALLBACK_OPS_LIST": "add.out, s.*t\\.out",
+                          "DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS": "div.out, mul"})
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["12.0", "18.0", "12.0", "force_fallback"]
+    assert run.stdout.split() == ["12.0", "18.0", "12.0", "1.5", "force_fallback", "keep_default", "diopi"]
     err = run.stderr.splitlines()
+    assert "[div.out]: dipu_fallback" in err
+    assert "dipu: div.out is in DIPU_KEEP_TORCHOP_DEFAULT_IMPL_OPS: torch's own implementation" in err
     assert "[add.out]: dipu_fallback" in err and "[sqrt.out]: dipu_fallback" in err
     assert "[mul.out]: diopiMulScalar" in err
     assert "dipu: add.out is in DIPU_FORCE_FALLBACK_OPS_LIST: fallback to cpu" in err

@@ -2,7 +2,8 @@
 tests: a capture replays to the same outputs, autocompare finds every op
 matching, time measure lists every op that ran; with a kernel library whose
 add ignores alpha (tests/c/diopi_add_ignores_alpha.c), autocompare names that
-op and only it, and OpFallback on it makes the training step match the CPU;
+op and only it, the layer comparison names the module that uses it, and
+OpFallback on it makes the training step match the CPU;
 OpObserve reports a NaN at the op that produced it."""
 
 import os
@@ -213,6 +214,25 @@ def test_fallback_writes_inplace_results_back_and_keeps_autograd(in_tmp):
     assert a.grad.device.type == "dipu" and a.grad.cpu().tolist() == [3.0] * 4
 
 
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_layer_comparison_matches_with_the_correct_library(model, capsys):
+    make, shape = MODELS[model]
+    torch.manual_seed(0)
+    net, x = make(), torch.randn(shape)
+    y = torch.arange(shape[0]).remainder(5)
+    for fixed in (False, True):
+        report = op_tools.compare_layers(
+            net, x, loss_fn=lambda o: nn.functional.cross_entropy(o, y.to(o.device)), fixed_input=fixed)
+        assert report.all_match, report.table()
+        names = [r["name"] for r in report.rows]
+        # Every module's output (the leaves, then the model) and every gradient.
+        assert [n for n in names if n.endswith(")")][:len(net)] == [
+            f"{i} ({type(m).__name__})" for i, m in enumerate(net)]
+        assert [r["name"] for r in report.rows if r["what"] == "grad"] == [n for n, _ in net.named_parameters()]
+    assert "matches the CPU's" in capsys.readouterr().out
+
+
 BAD_STEP = """
     import torch, op_tools
     from torch import nn
@@ -255,13 +275,27 @@ def test_a_wrong_add_is_named_alone_and_fallback_fixes_the_step(bad_library, tmp
     os.environ["OP_FALLBACK_LIST"] = "torch.Tensor.add_"
     with fb:
         fixed = step("dipu")
-    pickle.dump((cpu, broken, fixed, bad), open("result.pkl", "wb"))
+    class HalfResidual(nn.Module):
+        def forward(self, x):
+            return torch.add(x, torch.tanh(x), alpha=0.5)
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), HalfResidual(), nn.Linear(16, 5))
+    layers = [op_tools.compare_layers(net, torch.randn(6, 12), fixed_input=f).rows for f in (False, True)]
+    pickle.dump((cpu, broken, fixed, bad, layers), open("result.pkl", "wb"))
     """
     run = _run(code, env={"DIPU_DIOPI_LIBRARY": bad_library}, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     import pickle
 
-    cpu, broken, fixed, bad = pickle.load(open(tmp_path / "result.pkl", "rb"))
+    cpu, broken, fixed, bad, (chained, fixed_input) = pickle.load(open(tmp_path / "result.pkl", "rb"))
+    # The layer comparison names the first module whose forward uses the wrong add...
+    departed = [r["name"] for r in chained if not r["match"]]
+    assert departed[0] == "2 (HalfResidual)", chained
+    assert [r["name"] for r in chained[:2]] == ["0 (Linear)", "1 (ReLU)"] and chained[0]["match"]
+    assert "3 (Linear)" in departed and "(loss)" in departed, "the error spreads without fixed_input"
+    # ...and with each module fed the CPU's input, that module alone departs.
+    assert [r["name"] for r in fixed_input if not r["match"]] == ["2 (HalfResidual)"], fixed_input
     assert bad == ["torch.Tensor.add_"], bad
     # The wrong add is real: the step departs from the CPU's without the fallback...
     assert any(not torch.allclose(a, b) for a, b in zip(broken, cpu))

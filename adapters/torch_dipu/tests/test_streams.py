@@ -62,3 +62,28 @@ def test_dipu_event_is_a_torch_event():
     end.record()
     end.synchronize()
     assert start.elapsed_time(end) >= 0.0
+
+
+def test_accelerator_streams_and_dipu_events_mix():
+    # torch.Stream.record_event and torch.Event.elapsed_time take only
+    # torch.Event objects; torch.dipu.Event's are, and a plain torch.Event
+    # on dipu is a torch.dipu.Event.
+    assert issubclass(torch.dipu.Event, torch.Event)
+    assert isinstance(torch.Event(device="dipu"), torch.dipu.Event)
+    assert not isinstance(torch.Event(device="cpu"), torch.dipu.Event)
+    x = torch.ones(128, 128, device="dipu")
+    start = torch.accelerator.current_stream().record_event(torch.dipu.Event(enable_timing=True))
+    assert isinstance(start, torch.dipu.Event)
+    s = torch.dipu.Stream()
+    s.wait_event(start)
+    end = torch.Event(device="dipu", enable_timing=True)
+    with torch.dipu.stream(s):
+        y = x @ x
+    assert s.record_event(end) is end
+    torch.accelerator.current_stream().wait_event(end)
+    z = y + 1  # on the current stream, after `end`
+    end.synchronize()
+    assert end.query() and start.query()
+    forward = start.elapsed_time(end)
+    assert forward >= 0.0 and end.elapsed_time(start) == -forward
+    assert z[0, 0].item() == 129.0

@@ -36,11 +36,16 @@ def _check_torch_version():
 _check_torch_version()
 
 from . import _C  # noqa: F401,E402  (registers the kernels, guard, allocators and hooks)
+from . import _dipu_env  # noqa: E402
+
+# DIPU's variables that have no effect here are named, never ignored.
+_dipu_env.warn_unapplied()
 
 # Opens the DIOPI kernel library and registers the ops it has (docs/torch.md).
 _C._diopi_init()
 from . import _inductor, dipu
 from . import distributed  # noqa: F401  (registers the "dicl" backend)
+from . import ext  # noqa: F401,E402  (fused LLM functions: torch_dipu.ext)
 
 __all__ = ["dipu"]
 __version__ = _C._version()

@@ -9,6 +9,7 @@ they enter it themselves); `torch.device("cuda")` itself stays a CUDA
 device object until a torch function receives it.
 """
 
+import os
 import sys
 
 import torch
@@ -25,11 +26,25 @@ def _map(value):
     return value
 
 
+_DEVICE = torch.Tensor.device  # the getset descriptor whose __get__ torch functions see
+
+
+def _as_cuda(device):
+    return torch.device("cuda", device.index) if device.type == "dipu" else device
+
+
 class CudaAsDipu(TorchFunctionMode):
-    """Maps "cuda" devices in torch functions' arguments to dipu."""
+    """Maps "cuda" devices in torch functions' arguments to dipu; with
+    `show_as_cuda`, a dipu tensor's `.device` reads as cuda."""
+
+    def __init__(self, show_as_cuda=False):
+        super().__init__()
+        self.show_as_cuda = show_as_cuda
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.show_as_cuda and getattr(func, "__self__", None) is _DEVICE and func.__name__ == "__get__":
+            return _as_cuda(func(*args, **kwargs))
         if "device" in kwargs:
             kwargs["device"] = _map(kwargs["device"])
         args = tuple(_map(a) for a in args)
@@ -59,4 +74,7 @@ def install() -> None:
     )
     torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "dipu"))
     torch.nn.Module.cuda = lambda self, device=None: self.dipu(device)
-    CudaAsDipu().__enter__()
+    # DIPU_PYTHON_DEVICE_AS_CUDA=True (DIPU's default; here off unless set):
+    # tensor.device reads "cuda", so `x.device.type == "cuda"` checks pass.
+    as_cuda = os.environ.get("DIPU_PYTHON_DEVICE_AS_CUDA", "").lower() in ("1", "true", "on", "yes")
+    CudaAsDipu(show_as_cuda=as_cuda).__enter__()

@@ -23,8 +23,8 @@
 //! `cargo:rustc-link-arg-tests=-rdynamic`, as `vendors/host/diopi/build.rs`
 //! does).
 //!
-//! For every op of include/diopi/functions.h (`ops`: the contract's list
-//! first, then the others), seeded inputs are built and a naive CPU
+//! For every op of include/diopi/functions.h and functions_ext.h (`ops`:
+//! the contract's list first, then the others), seeded inputs are built and a naive CPU
 //! reference in `f64` (`refs`) gives the expected outputs. The library's
 //! function is called through dipu-diopi on device memory of the runtime
 //! (`exec`); the result is compared with diopi_test's rule (`compare`):

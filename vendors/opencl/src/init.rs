@@ -95,11 +95,14 @@ impl OpenClVendor {
     /// The initialised platform: initialises OpenCL on first use; in a
     /// process forked after that, `NoDevice` naming the fork.
     pub(crate) fn platform(&self) -> Result<&Platform> {
-        let init = self.init.get_or_init(|| Init {
-            pid: std::process::id(),
-            state: self.initialise(),
+        let init = self.init.get_or_init(|| {
+            crate::fork::watch();
+            Init {
+                pid: std::process::id(),
+                state: self.initialise(),
+            }
         });
-        if init.pid != std::process::id() {
+        if crate::fork::maybe_forked() && init.pid != std::process::id() {
             return Err(Error::new(
                 ErrorKind::NoDevice,
                 format!(

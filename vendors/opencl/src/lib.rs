@@ -33,6 +33,7 @@ mod config;
 mod device;
 mod errors;
 mod events;
+mod fork;
 mod handles;
 mod hostfn;
 mod info;

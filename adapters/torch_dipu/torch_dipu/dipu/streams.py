@@ -71,32 +71,36 @@ class ExternalStream(Stream):
         return torch.Stream.__new__(cls, stream_id=stream_id, device_index=index, device_type=_PRIVATE_USE1)
 
 
-class Event(torch.Event):
+class _EventMeta(type):
+    """Makes `torch.dipu.Event(...)` a plain torch.Event on dipu.
+
+    torch.Stream.record_event and torch.Event.elapsed_time accept only an
+    object whose type is exactly torch.Event; an instance of a subclass is
+    refused ("expected event to be a torch.Event object"). So the events
+    torch.dipu.Event makes are torch.Event objects, and every torch.Event
+    on dipu counts as a torch.dipu.Event."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is not Event:  # a user's subclass keeps its own type
+            return super().__call__(*args, **kwargs)
+        return _new_event(*args, **kwargs)
+
+    def __instancecheck__(cls, obj):
+        if cls is not Event:
+            return super().__instancecheck__(obj)
+        return isinstance(obj, torch.Event) and obj.device.type == "dipu"
+
+
+def _new_event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    return torch.Event(device="dipu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+class Event(torch.Event, metaclass=_EventMeta):
     """A dipu event (a torch.Event on dipu, as torch.cuda.Event is one on
-    CUDA); `enable_timing=True` for elapsed_time."""
-
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(
-            cls, device="dipu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
-        )
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        super().__init__()
-
-    def record(self, stream: Optional[torch.Stream] = None) -> None:
-        """Captures the work queued on `stream` (the current one if None)."""
-        super().record(stream if stream is not None else current_stream())
-
-    def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        """Makes later work on `stream` (the current one if None) wait for this event."""
-        super().wait(stream if stream is not None else current_stream())
-
-    def elapsed_time(self, end: torch.Event) -> float:
-        """Milliseconds from this event to `end` (both timing events, recorded and done)."""
-        return _C._event_elapsed_time(self, end)
-
-    def __repr__(self):
-        return f"<torch.dipu.Event device={self.device} event_id={self.event_id:#x}>"
+    CUDA); `enable_timing=True` for elapsed_time. Its `record()` and
+    `wait()` use the current stream when given none. Any torch.Event on
+    dipu is an instance, and the events it makes are torch.Event objects,
+    so torch.accelerator's streams and torch.Event.elapsed_time take them."""
 
 
 def _wrap(s: torch.Stream) -> Stream:

@@ -5,6 +5,7 @@
 mod arith;
 mod conv_norm;
 mod extra;
+mod llm;
 mod misc;
 mod pool_loss;
 mod reduce;
@@ -55,6 +56,7 @@ pub(crate) fn all() -> Vec<Op> {
     ops.extend(arith::extra_ops());
     ops.extend(unary::extra_ops());
     ops.extend(extra::ops());
+    ops.extend(llm::ops());
     ops
 }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod llm;
 pub(crate) mod loss;
 pub(crate) mod matmul;
 pub(crate) mod nn;

@@ -14,6 +14,7 @@
 pub mod conv;
 pub mod elementwise;
 pub mod index;
+pub mod llm;
 pub mod loss;
 pub mod matmul;
 pub mod norm;

@@ -20,6 +20,9 @@ type LinearFn = unsafe extern "C" fn(ContextHandle, T, C, C, C) -> DiopiError;
 type ReluFn = unsafe extern "C" fn(ContextHandle, T, C) -> DiopiError;
 type SumFn = unsafe extern "C" fn(ContextHandle, T, C, DiopiSize) -> DiopiError;
 type UniformFn = unsafe extern "C" fn(ContextHandle, T, f64, f64, GeneratorHandle) -> DiopiError;
+type RmsNormFn = unsafe extern "C" fn(ContextHandle, T, T, C, DiopiSize, C, C, f64) -> DiopiError;
+type RotaryFn = unsafe extern "C" fn(ContextHandle, T, C, C, C, bool, bool) -> DiopiError;
+type MaskedSoftmaxFn = unsafe extern "C" fn(ContextHandle, T, C, C, f64, bool) -> DiopiError;
 
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -242,6 +245,77 @@ fn bad_shapes_fail_with_a_message() {
         )
     };
     assert_eq!(r, DiopiError::ERROR_OCCURRED);
+    ctx.destroy().unwrap();
+}
+
+#[test]
+fn llm_functions_reject_bad_shapes_and_dtypes() {
+    let _s = serial();
+    let lib = library();
+    // SAFETY: the C signatures of functions_ext.h's functions.
+    let (rms, rotary, softmax) = unsafe {
+        (
+            lib.function::<RmsNormFn>("diopiRMSNorm").unwrap(),
+            lib.function::<RotaryFn>("diopiRotaryEmbedding").unwrap(),
+            lib.function::<MaskedSoftmaxFn>("diopiScaledMaskedSoftmax")
+                .unwrap(),
+        )
+    };
+    let rt = dipu_runtime::get().unwrap();
+    let stream = rt.context().new_stream(0, 0).unwrap();
+    let ctx = Context::new(stream).unwrap();
+    let a = rt.allocate(64, stream).unwrap();
+    let (x, x23, x1) = (
+        desc(&a, 64, &[2, 4]),
+        desc(&a, 64, &[2, 3]),
+        desc(&a, 64, &[1]),
+    );
+    let null = std::ptr::null();
+    let ns = [3i64];
+    let expect = |r: DiopiError, code: DiopiError, words: &[&str]| {
+        assert_eq!(r, code);
+        let msg = lib.last_error().unwrap();
+        assert!(words.iter().all(|w| msg.contains(w)), "{msg}");
+    };
+    // SAFETY: live descriptors and context; NULL where a tensor is optional.
+    unsafe {
+        let r = rms(
+            ctx.handle(),
+            x.handle(),
+            std::ptr::null_mut(),
+            x.const_handle(),
+            DiopiSize::from_slice(&ns),
+            null,
+            null,
+            1e-6,
+        );
+        expect(
+            r,
+            DiopiError::ERROR_OCCURRED,
+            &["diopiRMSNorm", "normalized_shape"],
+        );
+        let r = rotary(
+            ctx.handle(),
+            x23.handle(),
+            x23.const_handle(),
+            x1.const_handle(),
+            x1.const_handle(),
+            false,
+            false,
+        );
+        expect(r, DiopiError::ERROR_OCCURRED, &["even"]);
+        let r = softmax(ctx.handle(), x.handle(), x.const_handle(), null, 1.0, false);
+        expect(r, DiopiError::ERROR_OCCURRED, &["mask is required"]);
+        let r = softmax(
+            ctx.handle(),
+            x.handle(),
+            x.const_handle(),
+            x.const_handle(),
+            1.0,
+            false,
+        );
+        expect(r, DiopiError::DTYPE_NOT_SUPPORTED, &["mask", "bool"]);
+    }
     ctx.destroy().unwrap();
 }
 

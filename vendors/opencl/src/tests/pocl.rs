@@ -605,3 +605,37 @@ fn native_stream_names_each_devices_default_queue() {
     let err = v.native_stream(s).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
+
+/// A child forked after initialisation is refused with `NoDevice` naming
+/// the fork (the fork handler's flag, without a `getpid` per call), and
+/// the parent goes on.
+#[test]
+fn a_child_forked_after_initialisation_is_refused() {
+    let v = vendor();
+    let p = v.malloc(256).unwrap();
+    // SAFETY: the child only takes the vendor's refusal path (no OpenCL
+    // call; glibc's malloc is usable after fork) and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let code = match v.malloc(256) {
+            Err(e) if e.kind() == ErrorKind::NoDevice && e.to_string().contains("forked") => 0,
+            _ => 1,
+        };
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked, through a valid pointer.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid, "waitpid: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child was not refused with NoDevice (wait status {status})"
+    );
+    // SAFETY: `p` came from `v.malloc` and nothing uses it.
+    unsafe { v.free(p) }.unwrap();
+    let q = v.malloc(256).unwrap();
+    // SAFETY: `q` came from `v.malloc` and nothing uses it.
+    unsafe { v.free(q) }.unwrap();
+}

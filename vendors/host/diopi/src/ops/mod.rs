@@ -2,6 +2,7 @@
 
 use crate::rt;
 
+mod ext;
 mod linalg;
 mod misc;
 mod nn;
