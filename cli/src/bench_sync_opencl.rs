@@ -77,12 +77,11 @@ impl Raw {
         }
     }
 
-    /// A non-blocking `clEnqueueSVMMemcpy`, then `clFinish`.
+    /// A non-blocking `clEnqueueSVMMemcpy` of `bytes` from `src` to `dst`.
     ///
     /// # Safety
-    /// `dst` holds `bytes` SVM bytes of the queue's context, `src` as many
-    /// host bytes.
-    pub(super) unsafe fn copy_finish(
+    /// As [`Raw::copy_finish`].
+    unsafe fn enqueue_copy(
         &self,
         dst: *mut c_void,
         src: *const c_void,
@@ -101,7 +100,22 @@ impl Raw {
                 std::ptr::null_mut(),
             )
         };
-        status(code, "clEnqueueSVMMemcpy")?;
+        status(code, "clEnqueueSVMMemcpy")
+    }
+
+    /// A non-blocking `clEnqueueSVMMemcpy`, then `clFinish`.
+    ///
+    /// # Safety
+    /// `dst` holds `bytes` SVM bytes of the queue's context, `src` as many
+    /// host bytes.
+    pub(super) unsafe fn copy_finish(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.enqueue_copy(dst, src, bytes) }?;
         // SAFETY: a live queue.
         status(unsafe { (self.finish)(self.queue) }, "clFinish")
     }
@@ -118,20 +132,8 @@ impl Raw {
         src: *const c_void,
         bytes: usize,
     ) -> Result<()> {
-        // SAFETY: the caller's contract; a live queue, no events.
-        let code = unsafe {
-            (self.svm_memcpy)(
-                self.queue,
-                NON_BLOCKING,
-                dst,
-                src,
-                bytes,
-                0,
-                std::ptr::null(),
-                std::ptr::null_mut(),
-            )
-        };
-        status(code, "clEnqueueSVMMemcpy")?;
+        // SAFETY: the caller's contract.
+        unsafe { self.enqueue_copy(dst, src, bytes) }?;
         let mut marker = std::ptr::null_mut();
         // SAFETY: a live queue, no wait list, a valid out-pointer.
         let code = unsafe { (self.marker)(self.queue, 0, std::ptr::null(), &mut marker) };
