@@ -871,7 +871,7 @@ dipu_status dipu_diopi_library_path(char *buf, size_t len, size_t *needed);
 // Stores the address of the kernel library's function `name` (e.g.
 // "diopiAdd") in `*out`, or NULL when the library does not define it:
 // that means "fall back", and is DIPU_OK. Cast it to the function's type
-// in include/diopi/functions.h.
+// in include/diopi/functions.h (or functions_ext.h).
 // Errors: DIPU_STATUS_INVALID_ARGUMENT when no library is open or for a
 // NULL `name` or `out`. Thread-safe.
 //
