@@ -21,8 +21,8 @@ pub(crate) struct Mark {
     progress: Arc<Progress>,
     ticket: u64,
     /// Set by the record's operation before the stream counts it done
-    /// (timing events only).
-    time: Arc<OnceLock<Instant>>,
+    /// (timing events only: the others allocate nothing for it).
+    time: Option<Arc<OnceLock<Instant>>>,
 }
 
 impl Mark {
@@ -58,8 +58,8 @@ impl Event {
                 stream.label()
             )));
         }
-        let time = Arc::new(OnceLock::new());
-        let stamp = self.timing.then(|| Arc::clone(&time));
+        let time = self.timing.then(|| Arc::new(OnceLock::new()));
+        let stamp = time.clone();
         let op: Op = Box::new(move || {
             if let Some(stamp) = stamp {
                 let _ = stamp.set(Instant::now());
@@ -99,7 +99,7 @@ impl Event {
                 "event_elapsed_ms: event {handle:?} was never recorded"
             )));
         };
-        match mark.time.get() {
+        match mark.time.as_ref().and_then(|t| t.get()) {
             Some(time) if mark.is_done() => Ok(*time),
             _ => Err(Error::new(
                 ErrorKind::NotReady,
