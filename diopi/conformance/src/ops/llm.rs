@@ -6,6 +6,8 @@ use crate::case::{Arg, Case};
 use crate::dtype::Dtype;
 use crate::ffi_call::sig;
 use crate::refs::llm as r;
+use crate::rng::Rng;
+use crate::tensor::HostTensor;
 
 /// The dtype DIOPI saves `inv_rms` in for an input of `dt`.
 fn stat_dtype(dt: Dtype) -> Dtype {
@@ -143,6 +145,23 @@ fn softmax_cases() -> Vec<(Dtype, Option<Vec<i64>>, bool)> {
     v
 }
 
+/// A softmax case named for its mask, its input `x` and its mask (drawn in
+/// that order), and whether the mask is the fixed causal one.
+fn softmax_input(
+    rng: &mut Rng,
+    dt: Dtype,
+    ms: Option<Vec<i64>>,
+    with_mask: bool,
+    shape: &[i64],
+) -> (Case, HostTensor, Option<HostTensor>, bool) {
+    let triu = ms.is_none();
+    let c = Case::new(format!("{} mask={ms:?} fixed_triu_mask={triu}", dt.name()));
+    let x = rand(rng, dt, shape, -3.0, 3.0);
+    let mshape = ms.unwrap_or(shape.to_vec());
+    let m = with_mask.then(|| rand_int(rng, Dtype::Bool, &mshape, 0, 2));
+    (c, x, m, triu)
+}
+
 fn softmax_ops() -> Vec<Op> {
     let scale = 0.7;
     let shape = [2i64, 2, 4, 5];
@@ -154,12 +173,7 @@ fn softmax_ops() -> Vec<Op> {
                 softmax_cases()
                     .into_iter()
                     .map(|(dt, ms, with_mask)| {
-                        let triu = ms.is_none();
-                        let mut c =
-                            Case::new(format!("{} mask={ms:?} fixed_triu_mask={triu}", dt.name()));
-                        let x = rand(rng, dt, &shape, -3.0, 3.0);
-                        let mshape = ms.unwrap_or(shape.to_vec());
-                        let m = with_mask.then(|| rand_int(rng, Dtype::Bool, &mshape, 0, 2));
+                        let (mut c, x, m, triu) = softmax_input(rng, dt, ms, with_mask, &shape);
                         c.output(r::scaled_masked_softmax(&x, m.as_ref(), scale, triu));
                         c.input(x);
                         c.opt_input(m);
@@ -177,12 +191,7 @@ fn softmax_ops() -> Vec<Op> {
                 softmax_cases()
                     .into_iter()
                     .map(|(dt, ms, with_mask)| {
-                        let triu = ms.is_none();
-                        let mut c =
-                            Case::new(format!("{} mask={ms:?} fixed_triu_mask={triu}", dt.name()));
-                        let x = rand(rng, dt, &shape, -3.0, 3.0);
-                        let mshape = ms.unwrap_or(shape.to_vec());
-                        let m = with_mask.then(|| rand_int(rng, Dtype::Bool, &mshape, 0, 2));
+                        let (mut c, x, m, triu) = softmax_input(rng, dt, ms, with_mask, &shape);
                         let y = r::scaled_masked_softmax(&x, m.as_ref(), scale, triu);
                         let go = rand(rng, dt, &shape, -1.0, 1.0);
                         c.output(r::scaled_masked_softmax_backward(
